@@ -1,0 +1,1 @@
+"""FlashAttention in Triton: the grader (mode detection, isolation, checks, build)."""

@@ -1,0 +1,79 @@
+"""Command line (COURSE_SPEC §6).
+
+  python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...]
+  python -m grader fill LESSON --out PATH
+  python -m grader build [--check]
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import notebook, notebook_setup
+from .harness import ROOT, run_lesson, source_path
+
+
+def release_path(lesson_id):
+    return ROOT / "course" / lesson_id / f"{lesson_id}.ipynb"
+
+
+def cmd_check(args):
+    from . import lessons
+    lessons.get(args.lesson)  # a clear error for an unknown lesson before anything else
+    if not Path(args.notebook).exists():
+        sys.exit(f"no such notebook: {args.notebook}")
+    mode, reason = notebook_setup.detect_mode(args.mode)
+    if not args.json:
+        print(f"Grading {args.notebook} as {args.lesson} — mode: {mode} ({reason})")
+
+    def show(result):
+        if not args.json:
+            mark = "✅" if result.passed else "❌"
+            print(f"{mark} {result.id:<28} {result.points:g}/{result.max_points:g}  {result.message}", flush=True)
+
+    report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None, log=show)
+    if args.json:
+        print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
+    else:
+        print(f"Score: {report.score:g} / {report.max_score:g} (mode: {mode})")
+
+
+def cmd_fill(args):
+    from . import lessons
+    lessons.get(args.lesson)
+    nb = notebook.filled(notebook.read(release_path(args.lesson)), notebook.read(source_path(args.lesson)))
+    notebook.write(nb, args.out)
+    print(f"wrote {args.out}: {args.lesson} with every TODO filled by the reference solution")
+
+
+def cmd_build(args):
+    from . import build
+    changed = build.build(check_only=args.check)
+    if args.check and changed:
+        sys.exit("out of date (run `make build`): " + ", ".join(str(p) for p in changed))
+    print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m grader", description="FlashAttention in Triton: grading tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="grade one notebook without a gradebook")
+    check.add_argument("lesson")
+    check.add_argument("notebook")
+    check.add_argument("--mode", default="auto", choices=["auto", "gpu", "interpreter", "structure"])
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument("--only", nargs="*", help="run only these check ids")
+    check.set_defaults(run=cmd_check)
+    fill = sub.add_parser("fill", help="write the student notebook with every TODO filled by the reference")
+    fill.add_argument("lesson")
+    fill.add_argument("--out", required=True)
+    fill.set_defaults(run=cmd_fill)
+    build = sub.add_parser("build", help="regenerate course/ and solutions/ from grader/source/")
+    build.add_argument("--check", action="store_true", help="only report files that are out of date")
+    build.set_defaults(run=cmd_build)
+    args = parser.parse_args(argv)
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()

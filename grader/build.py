@@ -1,0 +1,125 @@
+"""`make build`: course/ and solutions/ from the source notebooks in grader/source/ (COURSE_SPEC §2).
+
+1. The shared cells (tag `setup`: grader/notebook_setup.py; tag `check-helpers`: grader/notebook_checks.py)
+   are copied into each source notebook, so one file is the source of each.
+2. nbgrader `generate_assignment` makes the student release (no solutions, no hidden tests, no outputs);
+   cells tagged `solution-notes` are then dropped from it: they belong to the solutions only.
+3. solutions/NN.ipynb = the release as the student sees it, 🛑 STOP HERE 🛑, then the reference code with
+   its notes, visible checks and demos, so a self-learner can run it top to bottom.
+"""
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+from . import notebook
+from .harness import ROOT, SOURCE_DIR
+
+GRADER_DIR = Path(__file__).resolve().parent
+SHARED_CELLS = {
+    "setup": (GRADER_DIR / "notebook_setup.py", "\nMODE, DEVICE = course_setup()\n"),
+    "check-helpers": (GRADER_DIR / "notebook_checks.py", ""),
+}
+STOP = ("---\n# 🛑 STOP HERE 🛑\n\nEverything above is the exercise exactly as a student gets it. "
+        "Below is the reference solution: the code of every TODO cell, the notes that explain it, and the "
+        "checks and plots run against it. Try the exercise first.")
+
+
+def lesson_ids():
+    return sorted(p.name for p in SOURCE_DIR.iterdir() if (p / f"{p.name}.ipynb").exists())
+
+
+def shared_cell_text(tag):
+    path, tail = SHARED_CELLS[tag]
+    return path.read_text(encoding="utf-8").rstrip("\n") + "\n" + tail
+
+
+def sync_shared_cells(nb):
+    changed = False
+    for cell in nb.cells:
+        for tag in notebook.tags(cell) & SHARED_CELLS.keys():
+            text = shared_cell_text(tag).rstrip("\n")
+            if cell.source != text:
+                cell.source, changed = text, True
+    return changed
+
+
+def clean(nb):
+    """No outputs, no execution counts, no widget state: the committed form of every notebook."""
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.pop("id", None)
+    nb.metadata.pop("widgets", None)
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.nbformat, nb.nbformat_minor = 4, 4
+    return nb
+
+
+def generate_release(lesson_ids_, out_dir):
+    """Run nbgrader generate_assignment in a scratch course folder; returns {id: release notebook}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(GRADER_DIR / "nbgrader_config.py", tmp)
+        shutil.copytree(SOURCE_DIR, Path(tmp) / "source")
+        for lesson in lesson_ids_:
+            done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force",
+                                   "--log-level=WARN"], cwd=tmp, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}\n{done.stderr}")
+        return {lesson: notebook.read(Path(tmp) / "release" / lesson / f"{lesson}.ipynb") for lesson in lesson_ids_}
+
+
+def release_notebook(generated):
+    nb = clean(generated)
+    nb.cells = [c for c in nb.cells if "solution-notes" not in notebook.tags(c)]
+    return nb
+
+
+def solutions_notebook(release, source):
+    nb = nbformat.from_dict(json.loads(json.dumps(release)))
+    nb.cells.append(nbformat.v4.new_markdown_cell(STOP))
+    for cell in source.cells:
+        keep = (notebook.is_solution(cell) or notebook.tags(cell) & {"solution-notes", "check", "demo"}
+                or (cell.cell_type == "markdown" and cell.source.lstrip().startswith("#")
+                    and not notebook.tags(cell) & {"intro"}))
+        if keep and not notebook.is_test(cell):
+            copy = nbformat.from_dict(json.loads(json.dumps(cell)))
+            copy.source = notebook.strip_solution_delimiters(copy.source)
+            copy.metadata.pop("nbgrader", None)  # a plain notebook: nothing here is graded
+            nb.cells.append(copy)
+    return clean(nb)
+
+
+def _write_if_changed(nb, path, check_only, changed):
+    text = json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        changed.append(path.relative_to(ROOT))
+        if not check_only:
+            notebook.write(nb, path)
+
+
+def build(check_only=False):
+    """Regenerate everything; returns the paths that changed (or would change, with check_only)."""
+    changed = []
+    ids = lesson_ids()
+    sources = {}
+    for lesson in ids:
+        path = SOURCE_DIR / lesson / f"{lesson}.ipynb"
+        nb = notebook.read(path)
+        sync_shared_cells(nb)
+        _write_if_changed(clean(nb), path, check_only, changed)
+        sources[lesson] = nb
+    if check_only and changed:
+        return changed  # the sources themselves are stale; the release would be generated from stale text
+    generated = generate_release(ids, None)
+    for lesson in ids:
+        release = release_notebook(generated[lesson])
+        _write_if_changed(release, ROOT / "course" / lesson / f"{lesson}.ipynb", check_only, changed)
+        _write_if_changed(solutions_notebook(release, sources[lesson]), ROOT / "solutions" / f"{lesson}.ipynb",
+                          check_only, changed)
+    return changed

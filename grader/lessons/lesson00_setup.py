@@ -1,0 +1,59 @@
+"""Checks of lesson 00: `softmax_kernel` and `softmax(x)` for 2-D input."""
+import torch
+
+from ..harness import Lesson
+
+lesson = Lesson(
+    "00_setup",
+    graded=("softmax_kernel", "softmax"),
+    kernels=("softmax_kernel",),
+    forbidden=("softmax", "log_softmax", "scaled_dot_product_attention"),
+    structure_needs={"softmax_kernel": ["tl.load", "tl.store", "tl.max", "tl.exp", "tl.sum", "tl.arange"]},
+)
+NEEDS = ("softmax_kernel", "softmax")
+
+
+def expect_softmax(ctx, x, what=None):
+    out = ctx.call("softmax", x)
+    ctx.expect_close(out, torch.softmax(x.double(), dim=-1), same_precision=torch.softmax(x.float(), -1).to(x.dtype),
+                     what=what or f"softmax(x) for x of shape {tuple(x.shape)}, {x.dtype}")
+
+
+@lesson.check(1, "softmax of rows whose length is a power of two", needs=NEEDS, kernels=("softmax_kernel",))
+def softmax_power_of_two(ctx):
+    for shape in ctx.pick(gpu=[(1, 128), (64, 1024), (4096, 256)], interpreter=[(4, 16), (3, 64)]):
+        expect_softmax(ctx, ctx.randn(*shape, scale=3.0))
+
+
+@lesson.check(2, "softmax of rows of any length (masks)", needs=NEEDS, kernels=("softmax_kernel",))
+def softmax_ragged(ctx):
+    for shape in ctx.pick(gpu=[(1, 1), (7, 3), (33, 1000), (300, 4097)], interpreter=[(1, 1), (5, 7), (3, 130)]):
+        expect_softmax(ctx, ctx.randn(*shape, scale=3.0))
+
+
+@lesson.check(1, "softmax of a view with a row stride", needs=NEEDS, kernels=("softmax_kernel",))
+def softmax_strided(ctx):
+    for rows, cols, pad in ctx.pick(gpu=[(64, 1000, 24), (17, 33, 95)], interpreter=[(6, 33, 11)]):
+        x = ctx.randn(rows, cols + pad, scale=3.0)[:, :cols]  # rows are cols+pad apart in memory
+        expect_softmax(ctx, x, what=f"softmax(x[:, :{cols}]) of a ({rows}, {cols + pad}) tensor (row stride {cols + pad})")
+
+
+@lesson.check(1, "softmax of huge values (±1e4) stays finite", needs=NEEDS, kernels=("softmax_kernel",))
+def softmax_stable(ctx):
+    for shape in ctx.pick(gpu=[(16, 512), (8, 77)], interpreter=[(4, 37)]):
+        expect_softmax(ctx, ctx.randn(*shape, scale=1e4))
+
+
+@lesson.check(1, "softmax of fp16 input", needs=NEEDS, kernels=("softmax_kernel",))
+def softmax_fp16(ctx):
+    for shape in ctx.pick(gpu=[(128, 1024), (9, 333)], interpreter=[(4, 50)]):
+        expect_softmax(ctx, ctx.randn(*shape, dtype=torch.float16, scale=3.0))
+
+
+@lesson.check(1, "softmax_kernel compiles for sm_80 and sm_90 GPUs", needs=NEEDS,
+              modes=("gpu", "interpreter", "structure"), compile_only=True)
+def softmax_compiles(ctx):
+    for dtype in ("fp32", "fp16"):
+        signature = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", "in_row_stride": "i32",
+                     "out_row_stride": "i32", "n_cols": "i32", "BLOCK_SIZE": "constexpr"}
+        ctx.aot("softmax_kernel", signature, {"BLOCK_SIZE": 1024})
