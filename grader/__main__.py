@@ -48,7 +48,7 @@ def cmd_fill(args):
 
 def cmd_build(args):
     from . import build
-    changed = build.build(check_only=args.check)
+    changed = build.build(check_only=args.check, only=args.lesson)
     if args.check and changed:
         sys.exit("out of date (run `make build`): " + ", ".join(str(p) for p in changed))
     print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
@@ -70,6 +70,7 @@ def main(argv=None):
     fill.set_defaults(run=cmd_fill)
     build = sub.add_parser("build", help="regenerate course/ and solutions/ from grader/source/")
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
+    build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
     args = parser.parse_args(argv)
     args.run(args)

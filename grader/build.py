@@ -103,10 +103,10 @@ def _write_if_changed(nb, path, check_only, changed):
             notebook.write(nb, path)
 
 
-def build(check_only=False):
-    """Regenerate everything; returns the paths that changed (or would change, with check_only)."""
+def build(check_only=False, only=None):
+    """Regenerate everything (or the lessons in `only`); returns the paths that changed (or would)."""
     changed = []
-    ids = lesson_ids()
+    ids = [i for i in lesson_ids() if not only or i in only]
     sources = {}
     for lesson in ids:
         path = SOURCE_DIR / lesson / f"{lesson}.ipynb"

@@ -4,6 +4,10 @@ import importlib
 LESSONS = {
     "00_setup": "lesson00_setup",
     "01_pytorch_attention": "lesson01_pytorch_attention",
+    "02_tiled_simulator": "lesson02_tiled_simulator",
+    "03_per_query_kernel": "lesson03_per_query_kernel",
+    "04_tiled_kernel_2d": "lesson04_tiled_kernel_2d",
+    "05_flash_attention_v2": "lesson05_flash_attention_v2",
 }
 
 

@@ -1,0 +1,37 @@
+"""Wrong submissions: the reference-filled notebook with one realistic mistake or cheat edited in.
+
+Each lesson has a module `lessonNN.py` with `MUTANTS = [Mutant(...), ...]`. A mutant is a list of
+(old, new) text replacements applied to the filled notebook's code cells (each `old` must occur), and
+`caught_by`: the checks that must fail for it. tests/test_lessons.py runs exactly those checks.
+"""
+import importlib
+from dataclasses import dataclass, field
+
+from grader import notebook
+from grader.__main__ import release_path
+from grader.harness import source_path
+
+
+@dataclass
+class Mutant:
+    name: str
+    replace: list
+    caught_by: set
+    why: str = ""
+    gpu_only: bool = False  # needs a real GPU to show (e.g. an illegal memory access)
+    passes: set = field(default_factory=set)  # checks that must still pass (isolation)
+
+
+def load(lesson_id):
+    module = importlib.import_module(f"tests.mutants.lesson{lesson_id[:2]}")
+    return module.MUTANTS
+
+
+def write(lesson_id, mutant, path):
+    nb = notebook.filled(notebook.read(release_path(lesson_id)), notebook.read(source_path(lesson_id)))
+    for old, new in mutant.replace:
+        cells = [c for c in nb.cells if notebook.is_solution(c) and old in c.source]  # the student's cells
+        assert len(cells) == 1, f"mutant {mutant.name}: {old!r} must occur in exactly one solution cell, found {len(cells)}"
+        cells[0].source = cells[0].source.replace(old, new)
+    notebook.write(nb, path)
+    return path

@@ -1,0 +1,52 @@
+"""Every graded exercise: the release scores 0, the reference scores full marks, wrong kernels lose points."""
+import pytest
+
+from grader import notebook
+from grader.__main__ import release_path
+from grader.harness import run_lesson, source_path
+from tests import mutants
+from tests.conftest import LESSONS
+
+ALL_MUTANTS = [(lesson, m) for lesson in LESSONS for m in mutants.load(lesson)]
+
+
+def failed(report):
+    return {t.id for t in report.tests if not t.passed}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+@pytest.mark.parametrize("grading_mode", ["interpreter", "structure"])
+def test_release_scores_zero(lesson, grading_mode):
+    report = run_lesson(lesson, release_path(lesson), grading_mode)
+    assert report.max_score > 0
+    assert report.score == 0, [t.message for t in report.tests if t.passed]
+    for test in report.tests:
+        assert "is not done" in test.message, test.message  # it names the unfinished TODO
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_reference_scores_full_marks(lesson, mode, tmp_path):
+    path = tmp_path / f"{lesson}.ipynb"
+    notebook.write(notebook.filled(notebook.read(release_path(lesson)), notebook.read(source_path(lesson))), path)
+    report = run_lesson(lesson, path, mode)
+    assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_reference_scores_full_marks_in_structure_mode(lesson, tmp_path):
+    path = tmp_path / f"{lesson}.ipynb"
+    notebook.write(notebook.filled(notebook.read(release_path(lesson)), notebook.read(source_path(lesson))), path)
+    report = run_lesson(lesson, path, "structure")
+    assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
+
+
+@pytest.mark.parametrize("lesson,mutant", ALL_MUTANTS, ids=[f"{l}-{m.name}" for l, m in ALL_MUTANTS])
+def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
+    if mutant.gpu_only and mode != "gpu":
+        pytest.skip("shows only on a real GPU (make test-gpu)")
+    path = mutants.write(lesson, mutant, tmp_path / f"{lesson}.ipynb")
+    report = run_lesson(lesson, path, mode, only=mutant.caught_by | mutant.passes)
+    messages = "\n".join(t.message for t in report.tests)
+    assert mutant.caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
+    assert not (mutant.passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
+    assert report.score < report.max_score
