@@ -2,7 +2,8 @@
 
   python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...]
   python -m grader fill LESSON --out PATH
-  python -m grader build [--check]
+  python -m grader build [--check] [--lesson ID ...]
+  python -m grader demo
 """
 import argparse
 import json
@@ -54,6 +55,15 @@ def cmd_build(args):
     print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
 
 
+def cmd_demo(args):
+    from . import classroom
+    table = classroom.demo()
+    bad = [k for k, (score, top, _) in table.items()
+           if (k[1] == "reference" and score != top) or (k[1] != "reference" and score >= top)]
+    if bad:
+        sys.exit(f"unexpected scores for {bad}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader", description="FlashAttention in Triton: grading tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -72,6 +82,8 @@ def main(argv=None):
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
     build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
+    demo = sub.add_parser("demo", help="release and autograde sample submissions with real nbgrader")
+    demo.set_defaults(run=cmd_demo)
     args = parser.parse_args(argv)
     args.run(args)
 

@@ -3,7 +3,7 @@
 Cell roles come from nbgrader's metadata and our tags:
   - test cells (nbgrader grade, not solution): the graded checks; never part of the student's program;
   - locked cells (set-up, check helpers): ours; the grader uses the source notebook's copy, as nbgrader does;
-  - cells tagged `demo` or `install`: plots, benchmarks, visible checks, pip; never run by the grader;
+  - cells tagged `demo`, `check` or `install`: plots, benchmarks, visible checks, pip; never run by the grader;
   - every other code cell (the TODO cells and any cell a student adds): only its definitions are run
     (imports, functions, classes, constant assignments), so a stray top-level call can't hang grading.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-SKIPPED_TAGS = {"demo", "install"}
+SKIPPED_TAGS = {"demo", "install", "check"}
 
 
 def read(path):

@@ -1,6 +1,7 @@
 # Course set-up: installs what is missing, picks the mode, prints the banner.
 # This file is the single source of every notebook's set-up cell (`make build` copies it in),
 # and the grader imports it too, so the notebooks and the grader always agree on the mode.
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -12,6 +13,15 @@ MODES = ("gpu", "interpreter", "structure")
 
 def _version(text):
     return tuple(int(p) for p in text.split("+")[0].split(".")[:2] if p.isdigit())
+
+
+def installed_version(package):
+    """Version of an installed package without importing it (importing Triton before TRITON_INTERPRET is
+    set makes its built-in @jit helpers, tl.max among them, unusable in the interpreter)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def install_missing():
@@ -41,12 +51,12 @@ def usable_gpu():
 
 def interpreter_problem():
     """None when Triton's CPU interpreter can run here, else what stops it and how to fix it."""
-    if importlib.util.find_spec("triton") is None:
+    triton_version = installed_version("triton")
+    if triton_version is None:
         return "Triton is not installed: run `pip install triton==3.6.0`"
-    import numpy
-    import triton
-    if _version(numpy.__version__) >= (2, 4) and _version(triton.__version__) <= (3, 6):
-        return (f"numpy {numpy.__version__} breaks the interpreter of Triton {triton.__version__} "
+    numpy_version = installed_version("numpy") or "0"
+    if _version(numpy_version) >= (2, 4) and _version(triton_version) <= (3, 6):
+        return (f"numpy {numpy_version} breaks the interpreter of Triton {triton_version} "
                 "(range() over a kernel argument fails): run `pip install 'numpy<2.4'` and restart the kernel")
     return None
 
@@ -73,11 +83,10 @@ def detect_mode(requested="auto"):
 def version_warnings(mode):
     import torch
     notes = []
-    if importlib.util.find_spec("triton") is not None:
-        import triton
-        v = _version(triton.__version__)
-        if not SUPPORTED_TRITON[0] <= v <= SUPPORTED_TRITON[1]:
-            notes.append(f"Triton {triton.__version__} is untested here (the course is tested on 3.6); "
+    triton_version = installed_version("triton")
+    if triton_version:
+        if not SUPPORTED_TRITON[0] <= _version(triton_version) <= SUPPORTED_TRITON[1]:
+            notes.append(f"Triton {triton_version} is untested here (the course is tested on 3.6); "
                          "if a kernel fails to compile, try `pip install triton==3.6.0`.")
     if mode == "gpu":
         major, minor = torch.cuda.get_device_capability()
@@ -95,13 +104,16 @@ def course_setup():
         install_missing()
     mode, reason = detect_mode(os.environ.get("FA_MODE", "auto"))
     if mode == "interpreter":
-        os.environ["TRITON_INTERPRET"] = "1"  # read when @triton.jit runs, so before any kernel is defined
+        # Must be set before `import triton`: Triton's own @jit helpers (tl.max, tl.sum, …) are made at import.
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            raise RuntimeError("Triton was imported before the mode was chosen, so its interpreter cannot work: "
+                               "restart the kernel and run this cell first")
+        os.environ["TRITON_INTERPRET"] = "1"
     if not quiet:
         import torch
         versions = f"torch {torch.__version__}"
-        if importlib.util.find_spec("triton") is not None:
-            import triton
-            versions += f", triton {triton.__version__}"
+        if installed_version("triton"):
+            versions += f", triton {installed_version('triton')}"
         print(f"══ MODE: {mode.upper()} ══  {reason}\n   {versions}, python {sys.version.split()[0]}")
         for note in version_warnings(mode):
             print("   ⚠", note)

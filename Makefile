@@ -1,0 +1,44 @@
+# FlashAttention in Triton — common tasks. `make` alone lists them.
+# Every target installs what it needs into .venv on a fresh machine (make setup).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYTHONPATH := $(CURDIR)
+# nbgrader calls `alembic` and jupyter from PATH
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+JOBS ?= 1
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup build demo test test-gpu bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.txt requirements-lock.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -c requirements-lock.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
+	touch $@
+
+setup: $(VENV)/.installed ## create .venv with the pinned CPU torch, triton, nbgrader, jupyter
+
+build: setup ## regenerate course/ and solutions/ from grader/source/
+	$(PY) -m grader build
+
+demo: setup ## release, then autograde 3 sample submissions per lesson with real nbgrader; prints a score table
+	$(PY) -m grader demo
+
+test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-gpu: setup ## the GPU path of the suite (needs a CUDA GPU)
+	$(PY) -m pytest -q --mode gpu -m "not cpu_only" $(PYTEST_ARGS)
+
+bench: setup ## benchmarks: TFLOP/s against N for every implementation (needs a CUDA GPU)
+	$(PY) -m benchmarks.bench
+
+clean: ## remove nbgrader's working folders and caches (keeps .venv)
+	rm -rf grader/release grader/submitted grader/autograded grader/feedback grader/gradebook.db demo .pytest_cache

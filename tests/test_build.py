@@ -1,0 +1,68 @@
+"""One source per lesson (COURSE_SPEC §2): generated notebooks are current and differ from the source
+only inside solution regions and hidden tests (as mojo-gpu-puzzles' check_skeletons does)."""
+import re
+
+import pytest
+
+from grader import build, notebook
+from grader.__main__ import release_path
+from grader.harness import ROOT, source_path
+from tests.conftest import LESSONS
+
+STUB = 'raise NotImplementedError("TODO: replace this line with your code")'
+
+
+def test_generated_notebooks_are_up_to_date():
+    stale = build.build(check_only=True)
+    assert not stale, f"run `make build` and commit: {stale}"
+
+
+def expected_release_text(cell):
+    """What nbgrader must make of a source cell: solution regions -> stub, hidden tests -> nothing."""
+    text = re.sub(r"(?ms)^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION", lambda m: m.group(1) + STUB, cell.source)
+    text = re.sub(r"(?ms)^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS\n?", "", text)
+    return text.rstrip("\n")
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_equals_source_outside_solution_regions(lesson):
+    source = [c for c in notebook.read(source_path(lesson)).cells if "solution-notes" not in notebook.tags(c)]
+    release = notebook.read(release_path(lesson)).cells
+    assert len(source) == len(release)
+    for s, r in zip(source, release):
+        assert r.source.rstrip("\n") == expected_release_text(s), f"cell {notebook.grade_id(s)} differs"
+        assert "### BEGIN" not in r.source and "### END" not in r.source
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_has_no_solutions_and_no_outputs(lesson):
+    for cell in notebook.read(release_path(lesson)).cells:
+        assert "solution-notes" not in notebook.tags(cell)
+        assert "grader.hidden" not in cell.source
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solutions_show_exercise_then_stop_then_reference(lesson):
+    cells = notebook.read(ROOT / "solutions" / f"{lesson}.ipynb").cells
+    stops = [i for i, c in enumerate(cells) if "🛑 STOP HERE 🛑" in c.source]
+    assert len(stops) == 1
+    before, after = cells[:stops[0]], cells[stops[0] + 1:]
+    assert any(STUB in c.source for c in before), "the exercise part shows the stubs"
+    assert not any(STUB in c.source for c in after), "the reference part is complete"
+    assert not any("grader.hidden" in c.source for c in cells)
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_todo_is_numbered_and_hinted(lesson):
+    numbers = []
+    for cell in notebook.read(source_path(lesson)).cells:
+        if notebook.is_solution(cell):
+            lines = cell.source.split("\n")
+            for i, line in enumerate(lines):
+                if "### BEGIN SOLUTION" in line:
+                    todo = [l for l in lines[:i] if re.match(r"\s*#\s*TODO \d+", l)]
+                    assert todo, f"solution region in {notebook.grade_id(cell)} without a TODO line above it"
+                    numbers.append(int(re.match(r"\s*#\s*TODO (\d+)", todo[-1]).group(1)))
+    assert numbers and sorted(set(numbers)) == list(range(1, max(numbers) + 1)), numbers

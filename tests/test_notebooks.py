@@ -1,0 +1,72 @@
+"""Every notebook runs top to bottom in interpreter mode (the mode of a laptop or CI without a GPU).
+
+- release notebooks run alone in an empty folder with `grader` not importable, and their stubs only ever
+  fail with the "TODO n … is not done" message;
+- solutions run, and every visible check of the reference part passes;
+- sources run with their hidden tests, which grade the source itself (as `nbgrader autograde` would).
+"""
+import os
+import shutil
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from grader.__main__ import release_path
+from grader.harness import ROOT, source_path
+from tests.conftest import LESSONS
+
+
+def execute(path, cwd, with_grader):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "FA_MODE")}
+    if with_grader:
+        env["PYTHONPATH"] = str(ROOT)
+    nb = nbformat.read(str(path), as_version=4)
+    old = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)  # the kernel inherits this process's environment
+    try:
+        NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return nb
+
+
+def outputs(cell):
+    return "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", "")) for o in cell.get("outputs", []))
+
+
+def errors(nb):
+    return [(i, o.ename, o.evalue) for i, c in enumerate(nb.cells) for o in c.get("outputs", []) if o.output_type == "error"]
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_release_runs_alone_and_stubs_only_say_not_done(lesson, tmp_path):
+    shutil.copy(release_path(lesson), tmp_path)  # nothing else: no repo, no grader
+    nb = execute(tmp_path / f"{lesson}.ipynb", tmp_path, with_grader=False)
+    assert not errors(nb), errors(nb)
+    text = "".join(outputs(c) for c in nb.cells)
+    assert "MODE: INTERPRETER" in text
+    assert "is not done" in text
+    checks = [outputs(c) for c in nb.cells if "check" in c.metadata.get("tags", [])]
+    assert checks and all("❌" in o and "is not done" in o for o in checks), checks
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solutions_run_and_reference_passes_its_checks(lesson, tmp_path):
+    shutil.copy(ROOT / "solutions" / f"{lesson}.ipynb", tmp_path)
+    nb = execute(tmp_path / f"{lesson}.ipynb", tmp_path, with_grader=False)
+    assert not errors(nb), errors(nb)
+    stop = next(i for i, c in enumerate(nb.cells) if "STOP HERE" in c.source)
+    checks = [outputs(c) for c in nb.cells[stop:] if "check" in c.metadata.get("tags", [])]
+    assert checks and all("✅" in o and "❌" not in o for o in checks), checks
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_source_runs_and_its_hidden_tests_pass(lesson, tmp_path):
+    shutil.copy(source_path(lesson), tmp_path)
+    nb = execute(tmp_path / f"{lesson}.ipynb", tmp_path, with_grader=True)
+    assert not errors(nb), errors(nb)
+    graded = [outputs(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert graded and all("✅" in o and "[mode: interpreter]" in o for o in graded), graded
