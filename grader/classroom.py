@@ -57,6 +57,17 @@ def autograde(course, lesson, student=None):
     return nbgrader(args, course)
 
 
+def graded_modes(path):
+    """The modes named in the outputs (messages) of the graded checks of one autograded notebook."""
+    found = set()
+    for cell in notebook.read(path).cells:
+        if notebook.is_test(cell):
+            for output in cell.get("outputs", []):
+                text = output.get("text", "") + output.get("evalue", "")
+                found |= set(re.findall(r"\[mode: (\w+)\]", text))
+    return found
+
+
 def scores(course):
     """{(lesson, student): (score, max_score, mode)} read from the gradebook and the graded notebooks."""
     from nbgrader.api import Gradebook
@@ -65,7 +76,7 @@ def scores(course):
         for assignment in gb.assignments:
             for submission in assignment.submissions:
                 graded = Path(course) / "autograded" / submission.student_id / assignment.name / f"{assignment.name}.ipynb"
-                modes = set(re.findall(r"\[mode: (\w+)\]", graded.read_text())) if graded.exists() else set()
+                modes = graded_modes(graded) if graded.exists() else set()
                 result[(assignment.name, submission.student_id)] = (submission.score, submission.max_score,
                                                                      "/".join(sorted(modes)) or "?")
     return result
@@ -98,8 +109,8 @@ def demo(course_dir=ROOT / "demo"):
     for lesson in ids:
         cells = [table.get((lesson, s)) for s in ("reference", "untouched", "buggy")]
         shown = [f"{c[0]:g}/{c[1]:g}" if c else "missing" for c in cells]
-        graded_modes = sorted({c[2] for c in cells if c})
-        print(f"{lesson:<24} {shown[0]:>12} {shown[1]:>12} {shown[2]:>12}  {', '.join(graded_modes)}")
+        modes_seen = sorted({c[2] for c in cells if c})
+        print(f"{lesson:<24} {shown[0]:>12} {shown[1]:>12} {shown[2]:>12}  {', '.join(modes_seen)}")
     print(f"\ngradebook: {course / 'gradebook.db'}; graded notebooks: {course / 'autograded'} "
           f"({time.time() - started:.0f} s in all)")
     return table
