@@ -6,41 +6,41 @@ NUMERIC = {"softmax_power_of_two", "softmax_ragged"}
 KERNEL_ONLY = {"softmax_compiles"}  # never calls softmax(), so it must keep its point
 
 
-def grade(mutant, tmp_path, checks=NUMERIC, timeout=20):
+def grade(mutant, tmp_path, mode, checks=NUMERIC, timeout=20):
     path = write("00_setup", mutant, tmp_path / "00_setup.ipynb")
-    report = run_lesson("00_setup", path, "interpreter", only=checks | KERNEL_ONLY, timeout=timeout)
+    report = run_lesson("00_setup", path, mode, only=checks | KERNEL_ONLY, timeout=timeout)
     return {t.id: t for t in report.tests}
 
 
-def test_a_hang_costs_only_the_checks_that_call_it(tmp_path):
+def test_a_hang_costs_only_the_checks_that_call_it(tmp_path, mode):
     tests = grade(Mutant("hang", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    while True:\n        pass\n")],
-                         NUMERIC), tmp_path, checks={"softmax_ragged"}, timeout=10)
+                         NUMERIC), tmp_path, mode, checks={"softmax_ragged"}, timeout=10)
     assert not tests["softmax_ragged"].passed and "timed out after 10 s" in tests["softmax_ragged"].message
     assert tests["softmax_compiles"].passed
 
 
-def test_os_exit_costs_only_the_checks_that_call_it(tmp_path):
+def test_os_exit_costs_only_the_checks_that_call_it(tmp_path, mode):
     tests = grade(Mutant("exit", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    import os; os._exit(3)\n")],
-                         NUMERIC), tmp_path)
+                         NUMERIC), tmp_path, mode)
     for name in NUMERIC:
         assert not tests[name].passed and "died (exit status 3)" in tests[name].message
     assert tests["softmax_compiles"].passed
 
 
-def test_sys_exit_is_reported_not_obeyed(tmp_path):
+def test_sys_exit_is_reported_not_obeyed(tmp_path, mode):
     tests = grade(Mutant("sys_exit", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    import sys; sys.exit(0)\n")],
-                         NUMERIC), tmp_path)
+                         NUMERIC), tmp_path, mode)
     for name in NUMERIC:
         assert not tests[name].passed and "SystemExit" in tests[name].message
     assert tests["softmax_compiles"].passed
 
 
-def test_patched_comparisons_do_not_fool_the_judge(tmp_path):
+def test_patched_comparisons_do_not_fool_the_judge(tmp_path, mode):
     patch = ("    n_rows, n_cols = x.shape\n",
              "    n_rows, n_cols = x.shape\n    torch.allclose = lambda *a, **k: True\n"
              "    torch.testing.assert_close = lambda *a, **k: None\n    torch.Tensor.__sub__ = lambda a, b: a * 0\n")
     wrong = ("BLOCK_SIZE=BLOCK_SIZE)\n    return out", "BLOCK_SIZE=BLOCK_SIZE)\n    return out * 0.5")
-    tests = grade(Mutant("patch", [patch, wrong], NUMERIC), tmp_path)
+    tests = grade(Mutant("patch", [patch, wrong], NUMERIC), tmp_path, mode)
     for name in NUMERIC:
         assert not tests[name].passed and "values are off" in tests[name].message
     assert tests["softmax_compiles"].passed

@@ -1,4 +1,4 @@
-"""Every notebook runs top to bottom in interpreter mode (the mode of a laptop or CI without a GPU).
+"""Every notebook runs top to bottom: in interpreter mode on CI (no GPU), in GPU mode under make test-gpu.
 
 - release notebooks run alone in an empty folder with `grader` not importable, and their stubs only ever
   fail with the "TODO n … is not done" message;
@@ -42,12 +42,12 @@ def errors(nb):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_release_runs_alone_and_stubs_only_say_not_done(lesson, tmp_path):
+def test_release_runs_alone_and_stubs_only_say_not_done(lesson, tmp_path, mode):
     shutil.copy(release_path(lesson), tmp_path)  # nothing else: no repo, no grader
     nb = execute(tmp_path / f"{lesson}.ipynb", tmp_path, with_grader=False)
     assert not errors(nb), errors(nb)
     text = "".join(outputs(c) for c in nb.cells)
-    assert "MODE: INTERPRETER" in text
+    assert f"MODE: {mode.upper()}" in text
     assert "is not done" in text
     checks = [outputs(c) for c in nb.cells if "check" in c.metadata.get("tags", [])]
     assert checks and all("❌" in o and "is not done" in o for o in checks), checks
@@ -64,9 +64,9 @@ def test_solutions_run_and_reference_passes_its_checks(lesson, tmp_path):
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_source_runs_and_its_hidden_tests_pass(lesson, tmp_path):
+def test_source_runs_and_its_hidden_tests_pass(lesson, tmp_path, mode):
     shutil.copy(source_path(lesson), tmp_path)
     nb = execute(tmp_path / f"{lesson}.ipynb", tmp_path, with_grader=True)
     assert not errors(nb), errors(nb)
     graded = [outputs(c) for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
-    assert graded and all("✅" in o and "[mode: interpreter]" in o for o in graded), graded
+    assert graded and all("✅" in o and f"[mode: {mode}]" in o for o in graded), graded
