@@ -1,8 +1,11 @@
 # nbgrader configuration of the course; read when nbgrader runs in this folder (the Makefile does so).
 import os
+import sys
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # the repo root, when nbgrader runs in grader/ (else use PYTHONPATH)
+from grader.nbgrader_plugins import autograde_preprocessors  # noqa: E402
 
 c.CourseDirectory.course_id = "flash-attention-triton"
 c.CourseDirectory.root = HERE
@@ -19,5 +22,8 @@ c.ClearSolutions.code_stub = {"python": 'raise NotImplementedError("TODO: replac
 c.Execute.kernel_name = "python3"
 c.Execute.timeout = 1800
 c.Execute.interrupt_on_timeout = True
-c.Execute.allow_errors = True
 c.Execute.execute_retries = 0
+# (ExecuteGradedCellsOnly takes the Execute settings above.)
+# Autograde executes only the graded cells: each one grades the submission file in its own process, so the
+# student's code never runs in (and can never tamper with) the kernel that records the grades.
+c.Autograde.autograde_preprocessors = autograde_preprocessors()

@@ -11,10 +11,28 @@ def test_generate_autograde_and_read_the_gradebook(tmp_path, mode):
     assert not any("grader.hidden" in c.source for c in release.cells)
     classroom.submit(course, "alice", "00_setup", notebook.filled(release, notebook.read(source_path("00_setup"))))
     classroom.submit(course, "bob", "00_setup", release)
+    # mallory leaves the TODOs and patches the grader inside her notebook: the grading kernel never runs her cells
+    cheat = notebook.read(classroom.Path(course) / "release" / "00_setup" / "00_setup.ipynb")
+    next(c for c in cheat.cells if notebook.grade_id(c) == "softmax").source += "\nimport grader.hidden\ngrader.hidden.grade = lambda *a, **k: None\n"
+    classroom.submit(course, "mallory", "00_setup", cheat)
     classroom.autograde(course, "00_setup")
     scores = classroom.scores(course)
     alice, bob = scores[("00_setup", "alice")], scores[("00_setup", "bob")]
     assert alice[0] == alice[1] == 7 and alice[2] == mode, alice
     assert bob[0] == 0 and bob[1] == 7, bob
+    assert scores[("00_setup", "mallory")][0] == 0
     graded = (Path(course) / "autograded" / "bob" / "00_setup" / "00_setup.ipynb").read_text()
     assert "TODO 1 in `softmax_kernel` is not done" in graded and f"[mode: {mode}]" in graded
+
+
+def test_config_loads_without_error():
+    """nbgrader only logs an error for a config file that raises, then grades with its defaults (and runs the
+    student's cells in the grading kernel): the config must load."""
+    from traitlets.config import Config
+    from grader.harness import ROOT
+    from grader.nbgrader_plugins import ExecuteGradedCellsOnly
+    config = Config()
+    path = ROOT / "grader" / "nbgrader_config.py"
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config, "__file__": str(path)})
+    assert ExecuteGradedCellsOnly in config.Autograde.autograde_preprocessors
+    assert config.Execute.kernel_name == "python3" and config.Execute.timeout >= 600
