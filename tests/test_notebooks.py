@@ -7,6 +7,7 @@
 """
 import os
 import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -19,8 +20,9 @@ from tests.conftest import LESSONS
 
 def execute(path, cwd, with_grader):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRITON_INTERPRET", "FA_MODE")}
-    if with_grader:
-        env["PYTHONPATH"] = str(ROOT)
+    # keep other entries (a GPU machine may bring jupyter through PYTHONPATH); add the repo only when asked
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join(([str(ROOT)] if with_grader else []) + paths)
     nb = nbformat.read(str(path), as_version=4)
     old = dict(os.environ)
     os.environ.clear()
