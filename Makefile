@@ -11,7 +11,7 @@ JOBS ?= 1
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build demo test test-gpu bench clean
+.PHONY: help setup build demo autograde test test-gpu bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,6 +30,10 @@ build: setup ## regenerate course/ and solutions/ from grader/source/
 
 demo: setup ## release, then autograde 3 sample submissions per lesson with real nbgrader; prints a score table
 	$(PY) -m grader demo
+
+autograde: setup ## autograde LESSON's submissions in grader/submitted in JOBS parallel workers (make autograde LESSON=00_setup JOBS=4)
+	@test -n "$(LESSON)" || { echo "usage: make autograde LESSON=00_setup [JOBS=N]"; exit 2; }
+	$(PY) -m grader autograde $(LESSON) --jobs $(JOBS)
 
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -4,6 +4,7 @@
   python -m grader fill LESSON --out PATH
   python -m grader build [--check] [--lesson ID ...]
   python -m grader demo
+  python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--course DIR]
 """
 import argparse
 import json
@@ -64,6 +65,22 @@ def cmd_demo(args):
         sys.exit(f"unexpected scores for {bad}")
 
 
+def cmd_autograde(args):
+    from . import classroom
+    course = Path(args.course)
+    if args.shard is not None:
+        graded = classroom.grade_shard(course, args.lesson, args.shard, args.of)
+        print(f"shard {args.shard} of {args.of}: graded {len(graded)} submissions")
+    elif args.merge:
+        classroom.merge_shards(course, args.lesson, args.of)
+        print(f"merged {args.of} shards into {course / 'gradebook.db'}")
+    else:
+        classroom.autograde_class(course, args.lesson, jobs=args.jobs)
+    for (lesson, student), (score, top, mode) in sorted(classroom.scores(course).items()):
+        if lesson == args.lesson:
+            print(f"{student:<24} {score:g}/{top:g}  [{mode}]")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m grader", description="FlashAttention in Triton: grading tools")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +99,14 @@ def main(argv=None):
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
     build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
+    auto = sub.add_parser("autograde", help="autograde a lesson's submissions, in parallel shards if asked")
+    auto.add_argument("lesson")
+    auto.add_argument("--course", default=str(ROOT / "grader"), help="the nbgrader course folder")
+    auto.add_argument("--jobs", type=int, default=1, help="parallel workers (one GPU each where there are several)")
+    auto.add_argument("--shard", type=int, help="grade only shard I of --of N (e.g. one Slurm array task)")
+    auto.add_argument("--merge", action="store_true", help="merge the --of N shards into the gradebook")
+    auto.add_argument("--of", type=int, default=1, help="number of shards")
+    auto.set_defaults(run=cmd_autograde)
     demo = sub.add_parser("demo", help="release and autograde sample submissions with real nbgrader")
     demo.set_defaults(run=cmd_demo)
     args = parser.parse_args(argv)

@@ -18,9 +18,10 @@ from .harness import ROOT
 GRADER_DIR = Path(__file__).resolve().parent
 
 
-def nbgrader(args, course):
+def nbgrader(args, course, extra_env=None):
     """Run one nbgrader command in `course`, with this repo importable by the grading kernels."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, **(extra_env or {}))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])  # alembic, jupyter
     done = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--log-level=WARN"], cwd=course, env=env,
                           capture_output=True, text=True)
@@ -52,9 +53,9 @@ def release(course, lesson):
     return notebook.read(Path(course) / "release" / lesson / f"{lesson}.ipynb")
 
 
-def autograde(course, lesson, student=None):
+def autograde(course, lesson, student=None, extra_env=None):
     args = ["autograde", lesson, "--force"] + ([f"--student={student}"] if student else [])
-    return nbgrader(args, course)
+    return nbgrader(args, course, extra_env)
 
 
 def graded_modes(path):
@@ -114,3 +115,88 @@ def demo(course_dir=ROOT / "demo"):
     print(f"\ngradebook: {course / 'gradebook.db'}; graded notebooks: {course / 'autograded'} "
           f"({time.time() - started:.0f} s in all)")
     return table
+
+
+# ── a class in parallel: shards, then one merge (nbgrader's SQLite gradebook takes one writer) ──────────
+def students(course, lesson):
+    return sorted(p.name for p in (Path(course) / "submitted").iterdir() if (p / lesson).is_dir())
+
+
+def shard_dir(course, index):
+    return Path(course) / ".shards" / str(index)
+
+
+def shard_students(course, lesson, index, count):
+    return students(course, lesson)[index::count]
+
+
+def grade_shard(course, lesson, index, count, gpu=None):
+    """Autograde every count-th student (from `index`) in a private copy of the course and its gradebook.
+    Safe to run at the same time as the other shards: nothing is shared but read-only inputs."""
+    course, shard = Path(course), shard_dir(course, index)
+    shutil.rmtree(shard, ignore_errors=True)
+    (shard / "submitted").mkdir(parents=True)
+    shutil.copy(course / "nbgrader_config.py", shard)
+    shutil.copy(course / "gradebook.db", shard / "gradebook.db")  # holds the released assignment
+    (shard / "source").symlink_to((course / "source").resolve())
+    mine = shard_students(course, lesson, index, count)
+    for student in mine:
+        shutil.copytree(course / "submitted" / student, shard / "submitted" / student, symlinks=True)
+    if mine:
+        autograde(shard, lesson, extra_env=None if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)})
+    return mine
+
+
+def merge_shards(course, lesson, count):
+    """Copy each shard's grades, comments and graded notebooks into the course's gradebook (one writer)."""
+    from nbgrader.api import Gradebook, MissingEntry
+    course = Path(course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for index in range(count):
+            shard = shard_dir(course, index)
+            if not (shard / "gradebook.db").exists():
+                raise RuntimeError(f"shard {index} of {count} has not run (no {shard / 'gradebook.db'})")
+            with Gradebook(f"sqlite:///{shard / 'gradebook.db'}") as sgb:
+                for sub in sgb.find_assignment(lesson).submissions:
+                    student = sub.student_id
+                    gb.update_or_create_student(student)
+                    try:
+                        gb.remove_submission(lesson, student)
+                    except MissingEntry:
+                        pass
+                    gb.add_submission(lesson, student, timestamp=sub.timestamp, extension=sub.extension)
+                    for snb in sub.notebooks:
+                        target = gb.find_submission_notebook(snb.name, lesson, student)
+                        target.flagged, target.late_submission_penalty = snb.flagged, snb.late_submission_penalty
+                        for g in snb.grades:
+                            t = gb.find_grade(g.name, snb.name, lesson, student)
+                            t.auto_score, t.manual_score, t.extra_credit = g.auto_score, g.manual_score, g.extra_credit
+                            t.needs_manual_grade = g.needs_manual_grade
+                        for c in snb.comments:
+                            t = gb.find_comment(c.name, snb.name, lesson, student)
+                            t.auto_comment, t.manual_comment = c.auto_comment, c.manual_comment
+                    gb.db.commit()
+                    graded = shard / "autograded" / student / lesson
+                    if graded.exists():
+                        target_dir = course / "autograded" / student / lesson
+                        shutil.rmtree(target_dir, ignore_errors=True)
+                        shutil.copytree(graded, target_dir)
+
+
+def autograde_class(course, lesson, jobs=1, gpus=None):
+    """Autograde every submission of `lesson`: in `jobs` parallel shards (one GPU each when there are
+    several: worker i gets GPU i % gpus), then one merge. jobs=1 is plain `nbgrader autograde`."""
+    from concurrent.futures import ThreadPoolExecutor
+    if jobs <= 1:
+        return autograde(course, lesson)
+    if gpus is None:
+        try:
+            import torch
+            gpus = torch.cuda.device_count()
+        except Exception:
+            gpus = 0
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = [pool.submit(grade_shard, course, lesson, i, jobs, (i % gpus) if gpus else None) for i in range(jobs)]
+        for f in futures:
+            f.result()  # re-raise a shard's failure
+    merge_shards(course, lesson, jobs)

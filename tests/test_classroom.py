@@ -1,0 +1,35 @@
+"""A class graded in parallel shards gives the same gradebook as one nbgrader run (issue: make autograde JOBS=N)."""
+import shutil
+
+from grader import classroom, notebook
+from grader.harness import source_path
+from tests import mutants
+
+
+def gradebook_rows(course, lesson):
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return sorted((s.student_id, nb.name, g.name, g.auto_score)
+                      for s in gb.find_assignment(lesson).submissions for nb in s.notebooks for g in nb.grades)
+
+
+def test_two_shards_give_the_same_gradebook_as_one_run(tmp_path):
+    lesson = "00_setup"
+    one = classroom.new_course(tmp_path / "one", [lesson])
+    release = classroom.release(one, lesson)
+    reference = notebook.filled(release, notebook.read(source_path(lesson)))
+    bug = mutants.load(lesson)[2]
+    buggy = notebook.read(mutants.write(lesson, bug, tmp_path / "bug.ipynb"))
+    for student, nb in [("ada", reference), ("bob", release), ("cy", buggy)]:
+        classroom.submit(one, student, lesson, nb)
+    two = tmp_path / "two"
+    shutil.copytree(one, two)
+    classroom.autograde_class(one, lesson, jobs=1)
+    classroom.autograde_class(two, lesson, jobs=2, gpus=0)
+    rows = gradebook_rows(one, lesson)
+    assert rows == gradebook_rows(two, lesson)
+    scores = classroom.scores(two)
+    assert scores[(lesson, "ada")][0] == scores[(lesson, "ada")][1] > 0
+    assert scores[(lesson, "bob")][0] == 0
+    assert 0 < scores[(lesson, "cy")][0] < scores[(lesson, "cy")][1]
+    assert (two / "autograded" / "cy" / lesson / f"{lesson}.ipynb").exists()
