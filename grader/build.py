@@ -8,6 +8,7 @@
    its notes, visible checks and demos, so a self-learner can run it top to bottom.
 """
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -66,9 +67,14 @@ def generate_release(lesson_ids_, out_dir):
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(GRADER_DIR / "nbgrader_config.py", tmp)
         shutil.copytree(SOURCE_DIR, Path(tmp) / "source")
+        # the config imports grader.nbgrader_plugins: the repo must be importable, or nbgrader silently
+        # ignores the whole config (and writes its default stub)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         for lesson in lesson_ids_:
             done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force",
-                                   "--log-level=WARN"], cwd=tmp, capture_output=True, text=True)
+                                   "--log-level=WARN"], cwd=tmp, capture_output=True, text=True, env=env)
+            if "Exception while loading config file" in done.stderr:
+                raise SystemExit(f"nbgrader could not load grader/nbgrader_config.py:\n{done.stderr[-3000:]}")
             if done.returncode != 0:
                 raise SystemExit(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout}\n{done.stderr}")
         return {lesson: notebook.read(Path(tmp) / "release" / lesson / f"{lesson}.ipynb") for lesson in lesson_ids_}

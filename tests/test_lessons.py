@@ -40,6 +40,11 @@ def test_reference_scores_full_marks_in_structure_mode(lesson, tmp_path):
     assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
 
 
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_lesson_has_wrong_submissions(lesson):
+    assert len(mutants.load(lesson)) >= 6, f"tests/mutants/lesson{lesson[:2]}.py needs realistic wrong submissions"
+
+
 @pytest.mark.parametrize("lesson,mutant", ALL_MUTANTS, ids=[f"{l}-{m.name}" for l, m in ALL_MUTANTS])
 def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
     if mutant.gpu_only and mode != "gpu":

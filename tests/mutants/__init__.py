@@ -23,7 +23,11 @@ class Mutant:
 
 
 def load(lesson_id):
-    module = importlib.import_module(f"tests.mutants.lesson{lesson_id[:2]}")
+    """The lesson's mutants; [] when it has none yet (tests/test_lessons.py then fails for that lesson)."""
+    try:
+        module = importlib.import_module(f"tests.mutants.lesson{lesson_id[:2]}")
+    except ModuleNotFoundError:
+        return []
     return module.MUTANTS
 
 
