@@ -148,19 +148,20 @@ class Report:
 class Lesson:
     """The checks of one lesson, in the order they are graded."""
 
-    def __init__(self, id, graded, kernels=(), forbidden=(), structure_needs=()):
+    def __init__(self, id, graded, kernels=(), forbidden=(), structure_needs=(), pytorch_only=False):
         self.id = id
+        # a lesson without Triton kernels needs no interpreter, so its checks run for real in every mode
+        self.default_modes = ("gpu", "interpreter", "structure") if pytorch_only else ("gpu", "interpreter")
         self.graded = graded              # graded names (COURSE_SPEC §3)
         self.kernels = kernels            # which of them are Triton kernels
         self.forbidden = forbidden        # calls that may not appear in graded functions
         self.structure_needs = structure_needs  # {function: [expressions it must use]}
         self.checks = []
 
-    def check(self, points, title, needs=(), kernels=(), modes=("gpu", "interpreter"), timeout=240,
-              compile_only=False):
+    def check(self, points, title, needs=(), kernels=(), modes=None, timeout=240, compile_only=False):
         def register(fn):
             self.checks.append(Check(fn.__name__, points, title, fn, tuple(needs), tuple(kernels),
-                                     tuple(modes), timeout, compile_only))
+                                     tuple(modes or self.default_modes), timeout, compile_only))
             return fn
         return register
 
