@@ -58,6 +58,12 @@ def autograde(course, lesson, student=None, extra_env=None):
     return nbgrader(args, course, extra_env)
 
 
+def feedback(course, lesson):
+    """nbgrader generate_feedback: one HTML page per student, showing each check's message and mode."""
+    nbgrader(["generate_feedback", lesson, "--force"], course)
+    return sorted((Path(course) / "feedback").glob(f"*/{lesson}/*.html"))
+
+
 def graded_modes(path):
     """The modes named in the outputs (messages) of the graded checks of one autograded notebook."""
     found = set()

@@ -44,6 +44,15 @@ def _to_cpu(value):
     return value
 
 
+def _same_bits(a, b):
+    """Bit-for-bit equality (NaN == NaN), for any strides."""
+    import torch
+    a, b = a.detach().contiguous(), b.detach().contiguous()
+    if a.dtype == torch.bool:
+        return torch.equal(a, b)
+    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
 def _watchers():
     """A torch-function mode that records forbidden calls and poisons uninitialised outputs,
     and a dispatch mode that records the largest tensor any operation creates."""
@@ -145,9 +154,7 @@ class Session:
         if self.device == "cuda":
             torch.cuda.synchronize()
         seconds = time.time() - started
-        modified = [i for i, (a, b) in enumerate(zip(args, before))
-                    if b is not None and not torch.equal(a.detach().view(torch.uint8) if a.dtype != torch.bool else a,
-                                                         b.view(torch.uint8) if b.dtype != torch.bool else b)]
+        modified = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same_bits(a, b)]
         info = {"launched": sorted(set(self.launched)), "forbidden": watch_mode.calls,
                 "largest_numel": largest.numel, "largest_shape": largest.shape,
                 "inputs_modified": modified, "seconds": seconds}

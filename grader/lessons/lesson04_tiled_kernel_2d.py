@@ -1,0 +1,280 @@
+"""Checks of lesson 04: `tiled_attention_kernel` and `tiled_attention(q, k, v, causal=False, sm_scale=None)` for
+(B, H, N, d) tensors: BLOCK_M×BLOCK_N tiles with tl.dot, strides, masks for any length and any d, causal masks
+aligned bottom-right (query i sees keys j <= i + seqlen_k - seqlen_q; a row with no visible key gives 0), with the
+blocks above the diagonal skipped, and autotuning."""
+import math
+
+import torch
+
+from ..harness import Lesson
+
+lesson = Lesson(
+    "04_tiled_kernel_2d",
+    graded=("tiled_attention_kernel", "tiled_attention"),
+    kernels=("tiled_attention_kernel",),
+    forbidden=("softmax", "log_softmax", "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+               "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot"),
+    structure_needs={"tiled_attention_kernel": ["tl.program_id", "tl.arange", "tl.load", "tl.store", "tl.dot",
+                                                "tl.trans", "tl.where", "tl.max", "tl.sum"]},
+)
+NEEDS = ("tiled_attention_kernel", "tiled_attention")
+KERNELS = ("tiled_attention_kernel",)
+
+
+# ── references (computed here, in the judge) ────────────────────────────────────────────────────────────
+def reference(q, k, v, causal=False, sm_scale=None, rows=None, n_q=None):
+    """(float64 result, same-precision result) for q, k, v (B, H, ·, d), one batch element at a time.
+
+    Causal masks are aligned bottom-right (query i sees key j when j <= i + seqlen_k - seqlen_q); a row that sees
+    no key gives 0. The same-precision result is what a FlashAttention kernel in q's dtype computes: fp32 scores
+    and softmax, probabilities rounded to the input dtype before P·V, fp32 sums, output rounded to the input dtype.
+    With `rows` (indices into a q of `n_q` rows), q holds only those rows."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    n_k = k.shape[-2]
+    hidden = None
+    if causal:
+        rows = torch.arange(q.shape[-2]) if rows is None else rows
+        n_q = q.shape[-2] if n_q is None else n_q
+        hidden = torch.arange(n_k)[None, :] > rows[:, None] + (n_k - n_q)
+    exact = torch.empty(q.shape, dtype=torch.float64)
+    same = torch.empty(q.shape, dtype=q.dtype)
+    for b in range(q.shape[0]):
+        for dtype in (torch.float64, torch.float32):
+            s = (q[b].to(dtype) @ k[b].to(dtype).transpose(-1, -2)) * scale
+            if hidden is not None:
+                s = s.masked_fill(hidden, float("-inf"))
+            p = torch.softmax(s, dim=-1).nan_to_num(0.0)  # a row with every score -inf: NaN -> 0
+            if dtype == torch.float64:
+                exact[b] = p @ v[b].double()
+            else:
+                same[b] = (p.to(q.dtype).float() @ v[b].float()).to(q.dtype)
+    return exact, same
+
+
+def describe(q, k, causal, sm_scale=None, extra=""):
+    B, H, n_q, d = q.shape
+    return (f"tiled_attention for B={B}, H={H}, seqlen_q={n_q}, seqlen_k={k.shape[2]}, d={d}, {q.dtype}, "
+            f"causal={causal}" + (f", sm_scale={sm_scale}" if sm_scale is not None else "") + extra)
+
+
+def floor_for(ctx, dtype):
+    """Smallest allowed error: fp32 on a GPU goes through TF32 tensor cores (10-bit mantissa)."""
+    if dtype == torch.float32:
+        return 1e-2 if ctx.gpu else 1e-5
+    return {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+
+
+def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None):
+    """Call the student's tiled_attention and compare with float64 attention computed here."""
+    kwargs = {"causal": causal} if sm_scale is None else {"causal": causal, "sm_scale": sm_scale}
+    out = ctx.call("tiled_attention", q, k, v, **kwargs)
+    what = what or describe(q, k, causal, sm_scale)
+    B, H, n_q, d = q.shape
+    scores = B * H * n_q * k.shape[2]
+    biggest_input = max(t.untyped_storage().nbytes() // t.element_size() for t in (q, k, v))
+    if scores > 2 * biggest_input + 2 * q.numel() and ctx.last_info["largest_numel"] >= scores:
+        ctx.fail(f"{what}: `tiled_attention` created a tensor of shape {ctx.last_info['largest_shape']} "
+                 f"({ctx.last_info['largest_numel']} elements, at least B·H·seqlen_q·seqlen_k = {scores}): the scores "
+                 "must stay inside your kernel, tile by tile, never in a torch tensor")
+    exact, same = reference(q, k, v, causal, sm_scale)
+    ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    return out
+
+
+def qkv(ctx, B, H, n_q, n_k, d, dtype=torch.float16):
+    # q a little larger than k: peaked softmax rows, so the running max changes from block to block
+    return (ctx.randn(B, H, n_q, d, dtype=dtype, scale=1.5), ctx.randn(B, H, n_k, d, dtype=dtype),
+            ctx.randn(B, H, n_k, d, dtype=dtype))
+
+
+# ── checks ────────────────────────────────────────────────────────────────────────────────────────────
+@lesson.check(2, "non-causal attention, lengths that are multiples of the block", needs=NEEDS, kernels=KERNELS)
+def forward_divisible(ctx):
+    for shape, dtype in ctx.pick(
+            gpu=[((2, 4, 512, 512, 64), torch.float16), ((1, 2, 1024, 1024, 128), torch.float16),
+                 ((2, 2, 256, 768, 32), torch.float16), ((1, 3, 384, 256, 16), torch.float16)],
+            interpreter=[((1, 2, 64, 64, 32), torch.float16), ((1, 1, 32, 96, 16), torch.float32)]):
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype))
+
+
+@lesson.check(2, "non-causal attention, ragged lengths (not multiples of any block), seqlen_q ≠ seqlen_k, sm_scale",
+              needs=NEEDS, kernels=KERNELS)
+def forward_ragged(ctx):
+    for shape, dtype, scale in ctx.pick(
+            gpu=[((2, 3, 1000, 1000, 64), torch.float16, None), ((1, 2, 333, 777, 128), torch.float16, None),
+                 ((1, 4, 1, 513, 64), torch.float16, None), ((2, 2, 1537, 100, 32), torch.float16, 0.3),
+                 ((1, 2, 77, 1, 64), torch.float16, None), ((1, 1, 4097, 4095, 64), torch.float16, None)],
+            interpreter=[((1, 2, 50, 77, 32), torch.float32, None), ((1, 2, 45, 19, 16), torch.float16, 0.3),
+                         ((1, 1, 1, 37, 16), torch.float16, None)]):
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype), sm_scale=scale)
+
+
+@lesson.check(1, "head dimensions that are not powers of two (d padded to BLOCK_D and masked)", needs=NEEDS,
+              kernels=KERNELS)
+def head_dim_padded(ctx):
+    for shape, dtype in ctx.pick(
+            gpu=[((2, 3, 300, 257, 80), torch.float16), ((1, 4, 513, 1000, 96), torch.float16),
+                 ((1, 2, 200, 200, 40), torch.float16), ((2, 2, 129, 65, 24), torch.float16)],
+            interpreter=[((1, 2, 40, 33, 40), torch.float32), ((1, 1, 33, 20, 24), torch.float16)]):
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype))
+
+
+@lesson.check(1, "non-contiguous inputs: (B, N, H, d) tensors transposed, q, k, v packed in one tensor", needs=NEEDS,
+              kernels=KERNELS)
+def strided_inputs(ctx):
+    for B, H, n, d, dtype, causal in ctx.pick(
+            gpu=[(2, 4, 1000, 64, torch.float16, False), (1, 3, 517, 128, torch.float16, True),
+                 (2, 2, 300, 80, torch.float16, False)],
+            interpreter=[(1, 2, 37, 32, torch.float32, False), (1, 2, 50, 16, torch.float16, True)]):
+        qkv_packed = ctx.randn(B, n, 3, H, d, dtype=dtype)        # a fused projection's output
+        q, k, v = (t.transpose(1, 2) for t in qkv_packed.unbind(2))
+        expect_attention(ctx, q, k, v, causal=causal, what=describe(
+            q, k, causal, extra=f"; q, k, v = qkv.unbind(2) of a packed (B, N, 3, H, d) tensor, then .transpose(1, 2) "
+                                f"(q strides {q.stride()})"))
+        x = ctx.randn(B, n + 7, H, d, dtype=dtype)               # (B, N, H, d), transposed
+        q = x[:, :n].transpose(1, 2)
+        k = ctx.randn(B, n + 7, H, d, dtype=dtype).transpose(1, 2)
+        v = ctx.randn(B, H, n + 7, d + 8, dtype=dtype)[..., :d]     # rows d+8 apart
+        expect_attention(ctx, q, k, v, causal=causal, what=describe(
+            q, k, causal, extra=f"; q strides {q.stride()}, k strides {k.stride()}, v strides {v.stride()}"))
+
+
+@lesson.check(2, "causal attention with seqlen_q = seqlen_k", needs=NEEDS, kernels=KERNELS)
+def causal(ctx):
+    for shape, dtype in ctx.pick(
+            gpu=[((2, 3, 1000, 1000, 64), torch.float16), ((1, 2, 1024, 1024, 128), torch.float16),
+                 ((1, 2, 257, 257, 80), torch.float16), ((2, 2, 64, 64, 32), torch.float16),
+                 ((1, 1, 3, 3, 64), torch.float16)],
+            interpreter=[((1, 2, 70, 70, 32), torch.float16), ((1, 1, 33, 33, 64), torch.float32)]):
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype), causal=True)
+
+
+@lesson.check(1, "causal with seqlen_q ≠ seqlen_k (bottom-right: query i sees keys j ≤ i + seqlen_k − seqlen_q); "
+                 "rows that see no key give 0", needs=NEEDS, kernels=KERNELS)
+def causal_unequal_lengths(ctx):
+    for shape, dtype in ctx.pick(
+            gpu=[((1, 2, 300, 700, 64), torch.float16), ((1, 2, 700, 300, 64), torch.float16),
+                 ((2, 2, 1, 1000, 128), torch.float16), ((1, 3, 1000, 64, 32), torch.float16),
+                 ((1, 2, 129, 1000, 80), torch.float16)],
+            interpreter=[((1, 2, 30, 75, 32), torch.float16), ((1, 2, 75, 30, 16), torch.float32),
+                         ((1, 1, 1, 40, 16), torch.float32)]):
+        q, k, v = qkv(ctx, *shape, dtype=dtype)
+        out = ctx.call("tiled_attention", q, k, v, causal=True)
+        empty = shape[2] - shape[3]
+        if empty > 0 and not (out[:, :, :empty].abs() <= 1e-6).all():
+            bad = (~(out[:, :, :empty].abs() <= 1e-6)).nonzero()[0].tolist()
+            ctx.fail(f"{describe(q, k, True)}: the first {empty} query rows see no key (bottom-right alignment), so "
+                     f"their output must be 0; at index {tuple(bad)} it is {out[tuple(bad)].item():.4g}"
+                     + (" (NaN: guard the running max -inf - (-inf) and the final 0/0, TODO 5)"
+                        if torch.isnan(out[tuple(bad)]) else ""))
+        exact, same = reference(q, k, v, True)
+        ctx.expect_close(out, exact, same_precision=same, what=describe(q, k, True), floor=floor_for(ctx, dtype))
+
+
+@lesson.check(1, "causal: the K/V blocks above the diagonal are skipped, never loaded", needs=NEEDS, kernels=KERNELS)
+def causal_skips_blocks(ctx):
+    # Keys from `start` on are NaN. A query row i < start cannot see them, and with any BLOCK_M, BLOCK_N ≤ 512 that
+    # divide `start`, its Q block ends at or before `start`, so a kernel that stops at the diagonal never loads them.
+    # A kernel that loads them and multiplies by a probability of 0 gets 0·NaN = NaN in those rows.
+    B, H, n, d, start = ctx.pick(gpu=(1, 2, 2048, 64, 1024), interpreter=(1, 2, 160, 16, 128))
+    q, k, v = qkv(ctx, B, H, n, n, d)
+    k_nan, v_nan = k.clone(), v.clone()
+    k_nan[:, :, start:] = float("nan")
+    v_nan[:, :, start:] = float("nan")
+    out = ctx.call("tiled_attention", q, k_nan, v_nan, causal=True)
+    got = out[:, :, :start]
+    what = (f"tiled_attention(causal=True) for B={B}, H={H}, seqlen={n}, d={d}, fp16, with k and v set to NaN from "
+            f"key {start} on")
+    if torch.isnan(got).any():
+        row = int(torch.isnan(got).nonzero()[0][2])
+        ctx.fail(f"{what}: row {row} came out NaN, but rows before {start} cannot see those keys. Your kernel loads "
+                 "K/V blocks that lie entirely above the diagonal (0·NaN = NaN shows it): the loop over K blocks must "
+                 "stop at the last key the Q block can see (TODO 2), so that causal attention does about half the work")
+    exact, same = reference(q[:, :, :start], k[:, :, :start], v[:, :, :start], True)
+    ctx.expect_close(got, exact, same_precision=same, what=what + f", rows 0..{start - 1}",
+                     floor=floor_for(ctx, q.dtype))
+
+
+@lesson.check(1, "fp32 inputs (fp32 output; TF32 tensor-core error allowed on a GPU)", needs=NEEDS, kernels=KERNELS)
+def fp32_inputs(ctx):
+    for shape, causal in ctx.pick(gpu=[((2, 3, 1000, 777, 64), False), ((1, 2, 513, 513, 128), True),
+                                       ((1, 2, 300, 200, 80), True)],
+                                  interpreter=[((1, 2, 45, 37, 32), True), ((1, 1, 20, 50, 64), False)]):
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=torch.float32), causal=causal)
+
+
+@lesson.check(1, "bf16 inputs (GPU only: the interpreter's bf16 tl.dot is broken)", needs=NEEDS, kernels=KERNELS,
+              modes=("gpu",))
+def bf16_inputs(ctx):
+    for shape, causal in [((2, 3, 1000, 1000, 64), False), ((1, 2, 700, 300, 128), True), ((1, 2, 257, 513, 96), True)]:
+        expect_attention(ctx, *qkv(ctx, *shape, dtype=torch.bfloat16), causal=causal)
+
+
+def _expect_rows(ctx, q, k, v, causal, out, rows_per_head=96):
+    """Compare a sample of rows of a large output with float64 attention of just those rows."""
+    B, H, n_q, d = q.shape
+    gen = torch.Generator().manual_seed(ctx.seed)
+    for b, h in [(0, 0), (B - 1, H - 1)]:
+        rows = torch.cat([torch.arange(32), torch.randint(0, n_q, (rows_per_head,), generator=gen),
+                          torch.arange(n_q - 32, n_q)]).unique()
+        exact, same = reference(q[b:b + 1, h:h + 1, rows], k[b:b + 1, h:h + 1], v[b:b + 1, h:h + 1], causal,
+                                rows=rows, n_q=n_q)
+        ctx.expect_close(out[b:b + 1, h:h + 1, rows], exact, same_precision=same, floor=floor_for(ctx, q.dtype),
+                         what=describe(q, k, causal, extra=f"; rows {rows.tolist()[:4]}… of batch {b}, head {h}"))
+
+
+@lesson.check(1, "long sequences (4k–8k), causal and not (GPU only)", needs=NEEDS, kernels=KERNELS, modes=("gpu",),
+              timeout=400)
+def large_shapes(ctx):
+    for shape, causal in [((2, 8, 4096, 4096, 64), False), ((2, 8, 4096, 4096, 64), True),
+                          ((1, 4, 8191, 8191, 128), True), ((1, 2, 2000, 8000, 128), True)]:
+        q, k, v = qkv(ctx, *shape)
+        out = ctx.call("tiled_attention", q, k, v, causal=causal)
+        _expect_rows(ctx, q, k, v, causal, out)
+
+
+@lesson.check(1, "speed: at least 0.3× the reference solution (B=4, H=16, N=4096, d=64, fp16, GPU only)", needs=NEEDS,
+              kernels=KERNELS, modes=("gpu",), timeout=400)
+def speed(ctx):
+    B, H, n, d = 4, 16, 4096, 64
+    q, k, v = qkv(ctx, B, H, n, n, d)
+    out = ctx.call("tiled_attention", q, k, v)  # correct first (and no torch attention inside)
+    _expect_rows(ctx, q, k, v, False, out)
+    ctx.load_reference()
+    reference_ms = ctx.bench("tiled_attention", q, k, v, key="reference")
+    student_ms = ctx.bench("tiled_attention", q, k, v, key="student")
+    flops = 4 * B * H * n * n * d
+    ratio = reference_ms / student_ms
+    report = (f"your kernel {student_ms:.3f} ms ({flops / student_ms / 1e9:.0f} TFLOP/s), the reference "
+              f"{reference_ms:.3f} ms ({flops / reference_ms / 1e9:.0f} TFLOP/s): {ratio:.2f}× the reference's speed")
+    if ratio < 0.3:
+        ctx.fail(report + "; at least 0.3× is needed. Check that the K/V loop has no work it doesn't need (masks "
+                 "only in the last stage), that tl.dot gets fp16 operands (p.to(v.dtype)), and the autotune configs")
+    return report
+
+
+KERNEL_ARGS = (["Q", "K", "V", "Out", "qk_scale"]
+               + [f"stride_{t}{a}" for t, axes in (("q", "zhmk"), ("k", "zhnk"), ("v", "zhnk"), ("o", "zhmk"))
+                  for a in axes]
+               + ["H", "N_CTX_Q", "N_CTX_K", "HEAD_DIM", "BLOCK_D", "IS_CAUSAL", "BLOCK_M", "BLOCK_N"])
+
+
+@lesson.check(1, "tiled_attention_kernel compiles for sm_80 and sm_90 GPUs (fp16 and bf16, d = 64 and 80)",
+              needs=NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=300)
+def compiles(ctx):
+    notes = []
+    for dtype, head_dim, block_d, causal in (("fp16", 64, 64, True), ("bf16", 80, 128, False)):
+        signature = {name: "i32" for name in KERNEL_ARGS}
+        signature.update({"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Out": f"*{dtype}", "qk_scale": "fp32"})
+        constexprs = {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "IS_CAUSAL": causal, "BLOCK_M": 128, "BLOCK_N": 64}
+        signature.update({name: "constexpr" for name in constexprs})
+        try:
+            ctx.aot("tiled_attention_kernel", signature, constexprs, num_warps=4, num_stages=3)
+        except Exception as error:
+            text = str(error)
+            if "KeyError" in text or "is not in list" in text:
+                ctx.fail(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
+                         f"{', '.join(KERNEL_ARGS)}: keep the kernel's signature as given)")
+            raise
+        notes.append(f"{dtype}, d={head_dim}, causal={causal}")
+    return "compiled with a 128×64 tile for sm_80 and sm_90: " + "; ".join(notes)

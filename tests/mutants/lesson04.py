@@ -1,0 +1,71 @@
+from . import Mutant
+
+MUTANTS = [
+    Mutant("no_rescale_of_acc",
+           [("            acc = acc * alpha[:, None]\n", "")],
+           {"forward_divisible"},
+           "acc is not rescaled by alpha when the running max grows: earlier blocks keep too much weight"),
+    Mutant("masked_scores_zero",
+           [('qk = tl.where(visible, qk, float("-inf"))', "qk = tl.where(visible, qk, 0.0)")],
+           {"forward_ragged"},
+           "masked scores set to 0 instead of -inf: padding keys and future keys get weight exp2(0 - m)",
+           passes={"forward_divisible"}),
+    Mutant("causal_off_by_one",
+           [("keys[None, :] <= offs_m[:, None] + (N_CTX_K - N_CTX_Q)", "keys[None, :] < offs_m[:, None] + (N_CTX_K - N_CTX_Q)")],
+           {"causal"},
+           "a query does not see its own key (< instead of <=)"),
+    Mutant("strides_assumed_contiguous",
+           [("""    q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh
+              + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk)
+    k_ptrs = (K + off_z * stride_kz + off_h * stride_kh
+              + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk)
+    v_ptrs = (V + off_z * stride_vz + off_h * stride_vh
+              + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vk)""",
+             """    q_ptrs = Q + off_hz * N_CTX_Q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    k_ptrs = K + off_hz * N_CTX_K * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
+    v_ptrs = V + off_hz * N_CTX_K * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]""")],
+           {"strided_inputs"},
+           "pointers computed as if q, k, v were contiguous (B, H, N, d): transposed or packed views read wrong data",
+           passes={"forward_divisible"}),
+    Mutant("d_mask_missing",
+           [("q = tl.load(q_ptrs, mask=(offs_m[:, None] < N_CTX_Q) & d_mask[None, :], other=0.0)",
+             "q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX_Q, other=0.0)"),
+            ("kv_mask = d_mask[None, :]  ", "kv_mask = offs_n[:, None] >= 0  "),
+            ("kv_mask = ((start_n + offs_n)[:, None] < N_CTX_K) & d_mask[None, :]",
+             "kv_mask = (start_n + offs_n)[:, None] < N_CTX_K")],
+           {"head_dim_padded"},
+           "loads without the head-dim mask: for d = 40 the padding columns read the next row's numbers",
+           passes={"forward_divisible"}),
+    Mutant("wrapper_calls_sdpa",
+           [("IS_CAUSAL=bool(causal))\n    return out",
+             "IS_CAUSAL=bool(causal))\n"
+             "    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)")],
+           {"forward_divisible"},
+           "launches the kernel, then returns PyTorch's scaled_dot_product_attention"),
+    Mutant("causal_without_block_skipping",
+           [("hi = tl.minimum(start_m * BLOCK_M + BLOCK_M + diag, N_CTX_K)", "hi = N_CTX_K")],
+           {"causal_skips_blocks"},
+           "causal loop runs over every K block and masks them: correct numbers, twice the work",
+           passes={"causal"}),
+    Mutant("causal_top_left",
+           [("diag = N_CTX_K - N_CTX_Q                      # query i sees keys j <= i + diag", "diag = 0"),
+            ("keys[None, :] <= offs_m[:, None] + (N_CTX_K - N_CTX_Q)", "keys[None, :] <= offs_m[:, None]")],
+           {"causal_unequal_lengths"},
+           "causal mask aligned top-left (like is_causal=True) instead of bottom-right", passes={"causal"}),
+    Mutant("empty_rows_nan",
+           [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)    # a row that has seen no key yet',
+             "m_safe = m_new")],
+           {"causal_unequal_lengths"},
+           "no guard for rows that have seen only masked keys: exp2(-inf - (-inf)) = NaN"),
+    Mutant("grid_floor_division",
+           [('grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B * H)',
+             'grid = lambda META: (N_CTX_Q // META["BLOCK_M"], B * H)')],
+           {"forward_ragged"},
+           "the grid rounds the number of Q blocks down: the last rows are never written (poisoned NaN)"),
+    Mutant("causal_break_does_not_compile",
+           [("        for start_n in range(lo, stage_end, BLOCK_N):\n",
+             "        for start_n in range(lo, N_CTX_K, BLOCK_N):\n            if start_n >= stage_end:\n"
+             "                break\n")],
+           {"compiles"},
+           "leaves the K loop with `break`: the interpreter runs it, Triton's compiler rejects it"),
+]
