@@ -13,9 +13,12 @@ import time
 import traceback
 from multiprocessing.connection import Connection
 
+# torch calls recorded during a graded call (each lesson decides which of them it forbids)
 FORBIDDEN_WATCH = {
-    "softmax", "log_softmax", "scaled_dot_product_attention", "matmul", "__matmul__", "__rmatmul__",
-    "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot", "_scaled_dot_product_attention_math",
+    "softmax", "log_softmax", "special_softmax", "_softmax", "softmin", "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+    "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot",
 }
 EMPTY_FACTORIES = {"empty", "empty_like", "empty_strided", "new_empty"}
 

@@ -1,0 +1,255 @@
+"""Checks of lesson 01: `stable_softmax(x, dim=-1)` and `naive_attention(q, k, v, causal=False, sm_scale=None)`.
+
+Conventions the lesson teaches (and these checks hold the student to):
+  - `stable_softmax` returns the input's dtype; a slice that is entirely -inf gives 0s (never NaN);
+  - `naive_attention` takes q (..., M, d) and k, v (..., N, d); sm_scale defaults to 1/sqrt(d);
+  - causal masks are aligned top-left, as torch's `scaled_dot_product_attention(is_causal=True)`:
+    query i sees keys 0..i (so no row is ever fully masked when N >= 1).
+Everything here is plain PyTorch, so every mode (interpreter and structure too) runs the same checks, on the CPU
+when there is no GPU.
+"""
+import math
+
+import torch
+
+from ..harness import CheckFailed, Lesson
+from ..notebook_checks import mismatch
+
+lesson = Lesson(
+    "01_pytorch_attention",
+    graded=("stable_softmax", "naive_attention"),
+    # The library calls that this lesson teaches; matmul is allowed (attention is two of them).
+    # The worker records only the names in its FORBIDDEN_WATCH (softmax, log_softmax and the two SDPA names);
+    # the others (softmin, special_softmax, _softmax, fused SDPA kernels) count once the worker watches them.
+    forbidden=("softmax", "log_softmax", "softmin", "special_softmax", "_softmax", "_safe_softmax",
+               "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+               "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+               "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"),
+    # Exact dotted names only (structure.used_expressions): the arguments every correct solution uses.
+    # Used only if a check is ever limited to fewer modes: with pytorch_only every check runs for real.
+    structure_needs={"stable_softmax": ["dim"], "naive_attention": ["stable_softmax", "sm_scale"]},
+    pytorch_only=True,  # no Triton kernel: the checks need no interpreter, so they run in every mode
+)
+SOFTMAX = ("stable_softmax",)
+ATTENTION = ("stable_softmax", "naive_attention")  # naive_attention is built on the student's softmax
+NEG_INF = float("-inf")
+
+
+# ── stable_softmax ───────────────────────────────────────────────────────────────────────────────
+
+def softmax_reference(x, dim):
+    """float64 softmax; a slice that is all -inf gives 0s (the lesson's rule)."""
+    return torch.softmax(x.double(), dim=dim).nan_to_num(0.0)
+
+
+def expect_softmax(ctx, x, dim=None):
+    shown = "" if dim is None else f", dim={dim}"
+    what = f"stable_softmax(x{shown}) for x of shape {tuple(x.shape)}, {x.dtype}"
+    out = ctx.call("stable_softmax", x) if dim is None else ctx.call("stable_softmax", x, dim=dim)
+    dim = -1 if dim is None else dim
+    same = torch.softmax(x.float(), dim=dim).nan_to_num(0.0).to(x.dtype)
+    try:
+        ctx.expect_close(out, softmax_reference(x, dim), same_precision=same, what=what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure}{softmax_hint(x, dim, out)}") from None
+
+
+def softmax_hint(x, dim, out):
+    """A sentence naming the likely mistake, when the output looks like a known wrong answer."""
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        return ""
+    finite = torch.isfinite(x)
+    masked = ~finite.any(dim=dim, keepdim=True).expand_as(x)  # slices that are entirely -inf
+    if torch.isnan(out[masked]).any():
+        return (". A slice that is entirely -inf gave NaN: its max is -inf and -inf - (-inf) is NaN; "
+                "this lesson's rule is that such a slice gives 0s (TODO 2)")
+    if torch.isnan(out).any() or torch.isinf(out).any():
+        big = x[finite].abs().max().item() if finite.any() else 0.0
+        if big > 80:
+            return (f". The inputs reach ±{big:.3g}, and exp() overflows float32 above 88 (float16 above 11): "
+                    "subtract the max of each slice before exponentiating (TODO 1)")
+    if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
+        wrong = softmax_reference(x, -1).to(out.dtype)
+        if mismatch(out, wrong, atol=2e-3, rtol=2e-3) is None:
+            return f". Your result is the softmax along the last dim: use the `dim` argument (dim={dim} here)"
+    return ""
+
+
+@lesson.check(1, "stable_softmax of 2-D rows (any length)", needs=SOFTMAX, timeout=60)
+def softmax_rows(ctx):
+    for shape in ctx.pick(gpu=[(1, 1), (7, 3), (64, 1000), (300, 4097)],
+                          interpreter=[(1, 1), (5, 7), (16, 100), (3, 1000)]):
+        x = ctx.randn(*shape, scale=3.0)
+        expect_softmax(ctx, x)           # the default dim=-1
+        expect_softmax(ctx, x, dim=-1)
+
+
+@lesson.check(1, "stable_softmax of huge values (±1e4), fp16, along any dim", needs=SOFTMAX, timeout=60)
+def softmax_stable_any_dim(ctx):
+    cases = ctx.pick(
+        gpu=[((64, 512), -1, torch.float32, 1e4), ((8, 77, 33), 1, torch.float32, 1e4),
+             ((4, 3, 50, 9), 0, torch.float32, 1e4), ((6, 5, 40), -2, torch.float16, 5e3),
+             ((128, 1000), -1, torch.float16, 3.0), ((128, 1000), -1, torch.bfloat16, 3.0)],
+        interpreter=[((4, 37), -1, torch.float32, 1e4), ((3, 5, 7), 1, torch.float32, 1e4),
+                     ((4, 3, 6, 2), 0, torch.float32, 1e4), ((6, 5, 9), -2, torch.float16, 5e3),
+                     ((8, 50), -1, torch.float16, 3.0)])
+    for shape, dim, dtype, scale in cases:
+        expect_softmax(ctx, ctx.randn(*shape, dtype=dtype, scale=scale), dim=dim)
+
+
+@lesson.check(1, "stable_softmax with -inf entries: an all -inf slice gives 0s, not NaN", needs=SOFTMAX,
+              timeout=60)
+def softmax_masked(ctx):
+    for shape, dim, dtype in ctx.pick(gpu=[((64, 300), -1, torch.float32), ((16, 40, 77), 1, torch.float16)],
+                                      interpreter=[((6, 10), -1, torch.float32), ((5, 4, 9), 1, torch.float16),
+                                                   ((7, 8), 0, torch.float32)]):
+        x = ctx.randn(*shape, dtype=torch.float32, scale=3.0)
+        drop = ctx.randn(*shape) > 0.5          # about 30% of the entries are masked
+        x = x.masked_fill(drop, NEG_INF).movedim(dim, -1).contiguous()
+        x.view(-1, x.shape[-1])[1] = NEG_INF   # one whole slice along `dim` is masked
+        x = x.movedim(-1, dim).contiguous()
+        expect_softmax(ctx, x.to(dtype), dim=dim)
+
+
+# ── naive_attention ──────────────────────────────────────────────────────────────────────────────
+
+def causal_mask(M, N, align="top-left", diagonal=1):
+    """True where a key is hidden from a query: key j > i (top-left), or j > i + N - M (bottom-right)."""
+    offset = 0 if align == "top-left" else N - M
+    return torch.ones(M, N, dtype=torch.bool).triu(diagonal=diagonal + offset)
+
+
+def attention(q, k, v, causal=False, sm_scale=None, dtype=torch.float64, softmax_dim=-1, align="top-left",
+              diagonal=1, fill=NEG_INF, mask_after=False):
+    """softmax(q kᵀ · scale, masked) v computed in `dtype`; the keyword arguments make the usual mistakes."""
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = (q @ k.transpose(-2, -1)) * scale
+    hidden = causal_mask(q.shape[-2], k.shape[-2], align, diagonal) if causal else None
+    if hidden is not None and not mask_after:
+        scores = scores.masked_fill(hidden, fill)
+    p = torch.softmax(scores.float() if dtype == torch.float16 else scores, dim=softmax_dim).to(dtype)
+    p = p.nan_to_num(0.0)  # the lesson's rule for a fully masked row
+    if hidden is not None and mask_after:
+        p = p.masked_fill(hidden, 0.0)
+    return p @ v
+
+
+def attention_hint(got, q, k, v, causal, sm_scale, atol):
+    """Name the mistake when `got` matches a known wrong variant of attention."""
+    d, M, N = q.shape[-1], q.shape[-2], k.shape[-2]
+    variants = [("the scores were not scaled (use sm_scale, 1/sqrt(d) by default; TODO 4)",
+                 dict(sm_scale=1.0)),
+                ("the scores were scaled by 1/d; the default is 1/sqrt(d) (TODO 4)", dict(sm_scale=1.0 / d)),
+                ("the softmax ran over the queries (dim=-2); it must run over the keys, the last dim (TODO 6)",
+                 dict(softmax_dim=-2))]
+    if sm_scale is not None:
+        variants.append(("`sm_scale` was ignored: when it is given, use it instead of 1/sqrt(d) (TODO 4)",
+                         dict(sm_scale=None)))
+    if causal:
+        variants += [("the causal mask is missing: with causal=True, query i may only see keys j <= i (TODO 5)",
+                      dict(causal=False)),
+                     ("the causal mask also hides the diagonal: query i must see key i itself (TODO 5)",
+                      dict(diagonal=0)),
+                     ("masked scores were set to 0 instead of -inf: exp(0) = 1 still gives them weight (TODO 5)",
+                      dict(fill=0.0)),
+                     ("the mask was applied after the softmax: the rows no longer sum to 1; mask the scores "
+                      "with -inf before the softmax (TODO 5)", dict(mask_after=True))]
+        if M != N:
+            variants.append(("the causal mask is aligned to the bottom-right corner (query i sees keys up to "
+                             "i + N - M); this course aligns it top-left like torch's is_causal: query i sees "
+                             "keys 0..i (TODO 5)", dict(align="bottom-right")))
+    if not isinstance(got, torch.Tensor):
+        return ""
+    for sentence, change in variants:
+        kwargs = dict(causal=causal, sm_scale=sm_scale)
+        kwargs.update(change)
+        wrong = attention(q, k, v, **kwargs)
+        if wrong.shape == got.shape and mismatch(got, wrong.to(got.dtype), atol=atol, rtol=0.0) is None:
+            return f". It looks like {sentence}"
+    return ""
+
+
+def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, note=""):
+    kwargs = {}
+    if causal:
+        kwargs["causal"] = True
+    if sm_scale is not None:
+        kwargs["sm_scale"] = sm_scale
+    shown = "".join(f", {key}={value:g}" if isinstance(value, float) else f", {key}={value}"
+                    for key, value in kwargs.items())
+    what = (f"naive_attention(q, k, v{shown}) with q {tuple(q.shape)}, k and v {tuple(k.shape)}, {q.dtype}"
+            + note)
+    out = ctx.call("naive_attention", q, k, v, **kwargs)
+    exact = attention(q, k, v, causal, sm_scale)
+    same = attention(q, k, v, causal, sm_scale, dtype=q.dtype)
+    try:
+        ctx.expect_close(out, exact, same_precision=same, what=what)
+    except CheckFailed as failure:
+        atol = max(2e-3 if q.dtype != torch.float32 else 1e-4, 4 * (same.double() - exact).abs().max().item())
+        raise CheckFailed(f"{failure}{attention_hint(out, q, k, v, causal, sm_scale, atol)}") from None
+
+
+def qkv(ctx, q_shape, n_keys, dtype=torch.float32):
+    kv_shape = (*q_shape[:-2], n_keys, q_shape[-1])
+    return ctx.randn(*q_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype)
+
+
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+
+@lesson.check(2, "naive_attention: 2-D, batched and multi-head inputs, M != N, fp32 and fp16", needs=ATTENTION,
+              timeout=60)
+def attention_shapes(ctx):
+    cases = ctx.pick(
+        gpu=[((128, 64), 128, F32), ((300, 80), 777, F32), ((4, 1000, 64), 1000, F32),
+             ((2, 8, 512, 64), 512, F16), ((2, 4, 333, 128), 1025, F16), ((1, 3, 700, 96), 200, BF16),
+             ((1, 1, 1, 8), 1, F32)],
+        interpreter=[((6, 16), 6, F32), ((5, 24), 9, F32), ((3, 11, 40), 7, F32), ((2, 3, 17, 64), 29, F32),
+                     ((2, 2, 20, 32), 13, F16), ((1, 1, 1, 8), 1, F32)])
+    for q_shape, n_keys, dtype in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype))
+
+
+@lesson.check(1, "naive_attention with a given sm_scale", needs=ATTENTION, timeout=60)
+def attention_scale(ctx):
+    cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, F32, 0.5), ((2, 4, 100, 64), 300, F16, 0.03),
+                          ((3, 129, 40), 129, F32, 1.0)],
+                     interpreter=[((2, 2, 9, 64), 9, F32, 0.5), ((3, 10, 24), 14, F32, 0.03),
+                                  ((2, 12, 16), 12, F16, 1.0)])
+    for q_shape, n_keys, dtype, scale in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype), sm_scale=scale)
+
+
+@lesson.check(2, "naive_attention with causal=True (square: M == N)", needs=ATTENTION, timeout=60)
+def attention_causal(ctx):
+    cases = ctx.pick(gpu=[((256, 64), F32, None), ((2, 8, 1000, 64), F16, None), ((2, 4, 512, 128), BF16, None),
+                          ((4, 333, 80), F32, 0.2), ((1, 1, 1, 16), F32, None)],
+                     interpreter=[((7, 16), F32, None), ((2, 3, 33, 24), F32, None), ((2, 2, 20, 32), F16, None),
+                                  ((3, 13, 40), F32, 0.2), ((1, 1, 1, 8), F32, None)])
+    for q_shape, dtype, scale in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, q_shape[-2], dtype), causal=True, sm_scale=scale)
+
+
+@lesson.check(1, "naive_attention with causal=True and M != N (top-left alignment)", needs=ATTENTION, timeout=60)
+def attention_causal_rect(ctx):
+    cases = ctx.pick(gpu=[((2, 4, 100, 64), 300, F32), ((2, 4, 300, 64), 100, F32), ((1, 8, 77, 128), 1000, F16),
+                          ((1, 8, 1000, 64), 77, F16)],
+                     interpreter=[((2, 2, 5, 16), 12, F32), ((2, 2, 12, 16), 5, F32), ((9, 32), 4, F32),
+                                  ((2, 7, 32), 19, F16)])
+    for q_shape, n_keys, dtype in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype), causal=True,
+                         note=" (top-left causal mask: query i sees keys 0..i)")
+
+
+@lesson.check(1, "naive_attention on transposed views (B, N, H, d) → (B, H, N, d); inputs unchanged",
+              needs=ATTENTION, timeout=60)
+def attention_views(ctx):
+    # Models keep (batch, tokens, heads, d) and hand attention a transposed view; q, k, v must not be modified.
+    for B, M, N, H, d, dtype, causal in ctx.pick(gpu=[(2, 300, 300, 8, 64, F16, True), (2, 128, 200, 4, 64, F32, False)],
+                                                interpreter=[(2, 11, 11, 3, 16, F32, True),
+                                                             (2, 6, 9, 2, 24, F32, False)]):
+        q = ctx.randn(B, M, H, d, dtype=dtype).transpose(1, 2)
+        k = ctx.randn(B, N, H, d, dtype=dtype).transpose(1, 2)
+        v = ctx.randn(B, N, H, d, dtype=dtype).transpose(1, 2)
+        expect_attention(ctx, q, k, v, causal=causal, note=" (transposed views, not contiguous)")

@@ -1,0 +1,67 @@
+from . import Mutant
+
+SOFTMAX_CHECKS = {"softmax_rows", "softmax_stable_any_dim", "softmax_masked"}
+
+SCORES = ("    if sm_scale is None:\n        sm_scale = 1.0 / math.sqrt(d)\n"
+          "    scores = (q @ k.transpose(-2, -1)) * sm_scale\n")
+SOFTMAX_BODY = ("    e = torch.exp(x - m)\n    s = e.sum(dim=dim, keepdim=True)\n    out = e / s.clamp_min(1.0)\n")
+ATTENTION_START = "    M, N, d = q.shape[-2], k.shape[-2], q.shape[-1]\n"
+
+MUTANTS = [
+    # ── cheats: the library call the lesson teaches ──────────────────────────────────────────────
+    Mutant("torch_softmax_in_stable_softmax",
+           [(SOFTMAX_BODY, "    out = torch.softmax(x, dim=dim)\n")],
+           {"softmax_rows"}, "stable_softmax returns torch.softmax"),
+    Mutant("sdpa_in_naive_attention",
+           [("    out = p @ v\n", "    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)\n")],
+           {"attention_shapes"}, "naive_attention returns scaled_dot_product_attention"),
+    # ── stable_softmax mistakes ──────────────────────────────────────────────────────────────────
+    Mutant("no_max_subtraction",
+           [(SOFTMAX_BODY, "    e = torch.exp(x)\n    out = e / e.sum(dim=dim, keepdim=True)\n")],
+           {"softmax_stable_any_dim"}, "exp overflows for huge inputs (fine for small ones)"),
+    Mutant("fully_masked_slice_gives_nan",
+           [('    m = m.masked_fill(m == float("-inf"), 0.0)\n', "")],
+           {"softmax_masked"}, "no guard for a slice that is all -inf: -inf - (-inf) = NaN"),
+    Mutant("softmax_ignores_dim",
+           [("m = x.amax(dim=dim, keepdim=True)", "m = x.amax(dim=-1, keepdim=True)"),
+            ("s = e.sum(dim=dim, keepdim=True)", "s = e.sum(dim=-1, keepdim=True)")],
+           {"softmax_stable_any_dim"}, "always normalises the last dim"),
+    # ── naive_attention mistakes ─────────────────────────────────────────────────────────────────
+    Mutant("scale_one_over_d",
+           [("sm_scale = 1.0 / math.sqrt(d)", "sm_scale = 1.0 / d")],
+           {"attention_shapes"}, "default scale 1/d instead of 1/sqrt(d); a given sm_scale still works",
+           passes={"attention_scale"}),
+    Mutant("softmax_over_queries",
+           [("p = stable_softmax(scores, dim=-1)", "p = stable_softmax(scores, dim=-2)")],
+           {"attention_shapes"}, "softmax over dim -2 (the queries) instead of the keys"),
+    Mutant("causal_hides_diagonal",
+           [("triu(diagonal=1)", "triu(diagonal=0)")],
+           {"attention_causal"}, "off by one: query i cannot see key i (row 0 sees nothing)"),
+    Mutant("causal_mask_after_softmax",
+           [('        scores = scores.masked_fill(hidden, float("-inf"))\n', ""),
+            ("    p = stable_softmax(scores, dim=-1)\n",
+             "    p = stable_softmax(scores, dim=-1)\n    if causal:\n        p = p.masked_fill(hidden, 0.0)\n")],
+           {"attention_causal"}, "zeroes the future after the softmax: rows no longer sum to 1"),
+    Mutant("causal_bottom_right",
+           [("triu(diagonal=1)", "triu(diagonal=1 + N - M)")],
+           {"attention_causal_rect"}, "bottom-right alignment (flash-attn's) instead of top-left (torch's is_causal)"),
+    Mutant("q_scaled_in_place",
+           [(SCORES, "    if sm_scale is None:\n        sm_scale = 1.0 / math.sqrt(d)\n    q *= sm_scale\n"
+                     "    scores = q @ k.transpose(-2, -1)\n")],
+           {"attention_views"}, "q *= sm_scale changes the caller's tensor"),
+    Mutant("causal_mask_on_cpu",
+           [("dtype=torch.bool, device=q.device)", "dtype=torch.bool)")],
+           {"attention_causal"}, "the mask is built on the CPU: fails only when q is on a GPU", gpu_only=True),
+    # ── isolation: a crash, a hang or a monkey-patch costs only naive_attention's points ────────
+    Mutant("os_exit_in_naive_attention",
+           [(ATTENTION_START, "    import os; os._exit(3)\n" + ATTENTION_START)],
+           {"attention_shapes"}, "the worker process dies inside naive_attention", passes=SOFTMAX_CHECKS),
+    Mutant("naive_attention_hangs",
+           [(ATTENTION_START, "    while True:\n        pass\n" + ATTENTION_START)],
+           {"attention_shapes"}, "an endless loop inside naive_attention (time limit 60 s)", passes=SOFTMAX_CHECKS),
+    Mutant("patched_comparisons",
+           [("def naive_attention(", "torch.allclose = lambda *a, **k: True\n"
+                                     "torch.testing.assert_close = lambda *a, **k: None\n\n\ndef naive_attention("),
+            ("    out = p @ v\n", "    out = (p @ v) * 1.1\n")],
+           {"attention_shapes"}, "patches torch's comparisons at the top of the cell and returns a wrong result"),
+]
