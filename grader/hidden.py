@@ -6,6 +6,7 @@ context) cannot change its grade. A failure raises AssertionError with the check
 nbgrader shows in the feedback; either way the message names the grading mode.
 """
 import os
+import textwrap
 from pathlib import Path
 
 from . import notebook_setup
@@ -23,6 +24,9 @@ def grade(lesson_id, check_id, notebook_path=None):
         raise AssertionError(f"cannot find the submission {path.resolve()} to grade")
     report = run_lesson(lesson_id, path, _mode(), only={check_id})
     result = report.tests[0]
+    # wrapped, so the feedback page shows the whole message without scrolling
+    text = "\n   ".join(textwrap.fill(part, 110, subsequent_indent="   ") for part in result.message.split("\n"))
     if not result.passed:
-        raise AssertionError(result.message)
-    print("✅", result.message)
+        print("❌", text)
+        raise AssertionError(f"check {check_id} failed: see the message above")
+    print("✅", text)
