@@ -88,7 +88,8 @@ def _watchers():
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for t in (out if isinstance(out, (tuple, list)) else [out]):
-                if isinstance(t, torch.Tensor) and t.numel() > self.numel:
+                # floating-point only: Triton's autotuner allocates a 256 MB int32 buffer to flush the L2 cache
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > self.numel:
                     self.numel, self.shape = t.numel(), tuple(t.shape)
             return out
 
