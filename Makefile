@@ -9,6 +9,8 @@ export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= 1
 PYTEST_ARGS ?=
+# tests run in parallel: each one mostly waits on its own grading worker processes
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
 .PHONY: help setup build demo autograde test test-gpu bench clean
@@ -36,7 +38,7 @@ autograde: setup ## autograde LESSON's submissions in grader/submitted in JOBS p
 	$(PY) -m grader autograde $(LESSON) --jobs $(JOBS)
 
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) --durations=15 $(PYTEST_ARGS)
 
 test-gpu: setup ## the GPU path of the suite (needs a CUDA GPU)
 	$(PY) -m pytest -q --mode gpu -m "not cpu_only" $(PYTEST_ARGS)
