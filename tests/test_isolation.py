@@ -1,4 +1,6 @@
 """A broken submission costs its own points only (COURSE_SPEC §5): hang, os._exit, monkey-patches."""
+import pytest
+
 from grader.harness import run_lesson
 from tests.mutants import Mutant, write
 
@@ -19,19 +21,13 @@ def test_a_hang_costs_only_the_checks_that_call_it(tmp_path, mode):
     assert tests["softmax_compiles"].passed
 
 
-def test_os_exit_costs_only_the_checks_that_call_it(tmp_path, mode):
-    tests = grade(Mutant("exit", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    import os; os._exit(3)\n")],
+@pytest.mark.parametrize("statement,expected", [("import os; os._exit(3)", "died (exit status 3)"),
+                                                ("import sys; sys.exit(0)", "SystemExit")])
+def test_exiting_costs_only_the_checks_that_call_it(statement, expected, tmp_path, mode):
+    tests = grade(Mutant("exit", [("    n_rows, n_cols = x.shape\n", f"    n_rows, n_cols = x.shape\n    {statement}\n")],
                          NUMERIC), tmp_path, mode)
     for name in NUMERIC:
-        assert not tests[name].passed and "died (exit status 3)" in tests[name].message
-    assert tests["softmax_compiles"].passed
-
-
-def test_sys_exit_is_reported_not_obeyed(tmp_path, mode):
-    tests = grade(Mutant("sys_exit", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    import sys; sys.exit(0)\n")],
-                         NUMERIC), tmp_path, mode)
-    for name in NUMERIC:
-        assert not tests[name].passed and "SystemExit" in tests[name].message
+        assert not tests[name].passed and expected in tests[name].message
     assert tests["softmax_compiles"].passed
 
 
