@@ -9,12 +9,10 @@ mode, ms, tflops), one PNG per (D, causal, mode), and benchmarks/summary.md (rat
 FLOPs: 4·B·H·N²·D forward (×0.5 causal), 2.5× that backward (COURSE_SPEC §7).
 """
 import argparse
-import importlib.util
 import json
 import math
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,13 +25,7 @@ def load_reference(lesson_id):
     from grader import notebook
     from grader.harness import source_path
     os.environ.update(FA_MODE="gpu", FA_QUIET="1")
-    program = notebook.reference_program(notebook.read(source_path(lesson_id)))
-    path = Path(tempfile.mkdtemp()) / f"reference_{lesson_id}.py"
-    path.write_text(program)
-    spec = importlib.util.spec_from_file_location(f"reference_{lesson_id}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return notebook.import_reference(lesson_id, source_path(lesson_id))
 
 
 def naive_attention(q, k, v, causal):

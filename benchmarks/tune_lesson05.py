@@ -24,12 +24,10 @@ The kernels come from the lesson's source notebook (grader/source/05_flash_atten
 """
 import argparse
 import concurrent.futures as futures
-import importlib.util
 import math
 import multiprocessing
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -51,14 +49,8 @@ def load_reference(device):
         os.environ["TRITON_INTERPRET"] = "1"
     sys.path.insert(0, str(ROOT))
     from grader import notebook
-    program = notebook.reference_program(notebook.read(SOURCE))
-    path = Path(tempfile.gettempdir()) / f"lesson05_reference_{os.getpid()}.py"
-    path.write_text(program, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("lesson05_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # a real file: Triton reads the kernels' source from it
-    FA = module
-    return module
+    FA = notebook.import_reference("05_flash_attention_v2", SOURCE)
+    return FA
 
 
 def candidates(fa, kind):

@@ -82,8 +82,6 @@ class Worker:
             tail = self.output_tail()
             raise WorkerGone(f"the process running your code died ({why}) during `{op}`; a crash, os._exit() "
                              "or an out-of-bounds store does this" + (f". Its last output:\n{tail}" if tail else ""))
-        if reply[0] == "error":
-            return reply
         return reply
 
     def kill(self):

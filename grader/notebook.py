@@ -139,6 +139,20 @@ def reference_program(source_nb):
     return student_program(nb, source_nb)[0]
 
 
+def import_reference(lesson_id, source_path):
+    """The reference solution of a lesson, imported as a module from a real file (Triton reads kernel source
+    from files). The mode comes from FA_MODE / TRITON_INTERPRET, which the caller sets first."""
+    import importlib.util
+    import os
+    import tempfile
+    path = Path(tempfile.gettempdir()) / f"reference_{lesson_id}_{os.getpid()}.py"
+    path.write_text(reference_program(read(source_path)), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"reference_{lesson_id}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def function_sources(program):
     """{name: source} of every top-level function in a program (for TODO and structure checks)."""
     try:
