@@ -143,6 +143,12 @@ class Report:
                 "tests": [t.__dict__ for t in self.tests]}
 
 
+# What a Triton lesson's wrapper may not call: torch attention, softmax or any matrix product does the work
+# the kernel should do (the names as the worker records them).
+TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
+                       "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot")
+
+
 class Lesson:
     """The checks of one lesson, in the order they are graded."""
 

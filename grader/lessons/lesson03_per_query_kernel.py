@@ -4,14 +4,13 @@ import math
 
 import torch
 
-from ..harness import Lesson
+from ..harness import TORCH_DOES_THE_WORK, Lesson
 
 lesson = Lesson(
     "03_per_query_kernel",
     graded=("per_query_attention_kernel", "per_query_attention"),
     kernels=("per_query_attention_kernel",),
-    forbidden=("softmax", "log_softmax", "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-               "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot"),
+    forbidden=TORCH_DOES_THE_WORK,
     structure_needs={"per_query_attention_kernel": ["tl.program_id", "tl.arange", "tl.load", "tl.store", "tl.max",
                                                     "tl.exp", "tl.sum"]},
 )

@@ -6,14 +6,13 @@ import math
 
 import torch
 
-from ..harness import Lesson
+from ..harness import TORCH_DOES_THE_WORK, Lesson
 
 lesson = Lesson(
     "04_tiled_kernel_2d",
     graded=("tiled_attention_kernel", "tiled_attention"),
     kernels=("tiled_attention_kernel",),
-    forbidden=("softmax", "log_softmax", "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-               "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot"),
+    forbidden=TORCH_DOES_THE_WORK,
     structure_needs={"tiled_attention_kernel": ["tl.program_id", "tl.arange", "tl.load", "tl.store", "tl.dot",
                                                 "tl.trans", "tl.where", "tl.max", "tl.sum"]},
 )
