@@ -37,7 +37,7 @@ def naive_attention(q, k, v, causal):
     return (torch.softmax(scores, dim=-1).to(q.dtype) @ v)
 
 
-def implementations():
+def implementations(lesson05_configs=()):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
@@ -50,6 +50,9 @@ def implementations():
     impls = {}
     lesson04 = load_reference("04_tiled_kernel_2d")
     lesson05 = load_reference("05_flash_attention_v2")
+    for kind, d, causal, config in lesson05_configs:
+        print(f"lesson05 {kind} d={d} causal={causal}: {tuple(config)} (table: {lesson05.HOPPER_CONFIGS[(kind, d, causal)]})")
+        lesson05.HOPPER_CONFIGS[(kind, d, causal)] = tuple(config)
     impls["lesson04"] = (lambda q, k, v, causal: lesson04.tiled_attention(q, k, v, causal=causal), False)
     impls["lesson05"] = (lambda q, k, v, causal: lesson05.flash_attention(q, k, v, causal=causal), True)
     impls["sdpa-flash"] = (sdpa(SDPBackend.FLASH_ATTENTION), True)
@@ -126,6 +129,8 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--impl", nargs="*", help="only these implementations")
     parser.add_argument("--out", default=str(HERE))
+    parser.add_argument("--configs", help="JSON from `tune_lesson05.py --save`: lesson 05 configs to use instead of "
+                        "the notebook's table (to measure a tuning run before pasting it into the notebook)")
     args = parser.parse_args(argv)
     import torch
     import triton
@@ -133,7 +138,7 @@ def main(argv=None):
     if not torch.cuda.is_available():
         sys.exit("make bench needs a CUDA GPU: it measures kernels against PyTorch's SDPA on the same device. "
                  "Results measured on an H200 are committed in benchmarks/results.json.")
-    impls = implementations()
+    impls = implementations(json.loads(Path(args.configs).read_text()) if args.configs else ())
     if args.impl:
         impls = {k: v for k, v in impls.items() if k in args.impl}
     gpu = torch.cuda.get_device_name()

@@ -24,6 +24,7 @@ The kernels come from the lesson's source notebook (grader/source/05_flash_atten
 """
 import argparse
 import concurrent.futures as futures
+import json
 import math
 import multiprocessing
 import os
@@ -186,6 +187,7 @@ def main():
     parser.add_argument("--report-only", action="store_true", help="skip the search: report the current table")
     parser.add_argument("--report-n", nargs="*", type=int, default=[4096, 8192, 16384])
     parser.add_argument("--no-report", action="store_true", help="skip the final comparison with SDPA")
+    parser.add_argument("--save", help="also write the winners as JSON, for `bench.py --configs` in the same session")
     args = parser.parse_args()
     device = args.device
     fa = load_reference(device)
@@ -287,6 +289,8 @@ def main():
         print("\nPaste into HOPPER_CONFIGS (the notebook's `configs` cell), replacing the matching entries:")
         for (kind, d, causal), (ms, config) in sorted(best.items(), key=str):
             print(f"    ({kind!r}, {d}, {causal}): {config},")
+        if args.save:
+            Path(args.save).write_text(json.dumps([[*key, list(config)] for key, (ms, config) in best.items()]))
 
     # 3. report: the tuned table (plus the winners above) against SDPA
     if device != "cuda" or args.no_report:
