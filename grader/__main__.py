@@ -1,6 +1,6 @@
 """Command line (COURSE_SPEC §6).
 
-  python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...]
+  python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...] [--repeat N]
   python -m grader fill LESSON --out PATH
   python -m grader build [--check] [--lesson ID ...]
   python -m grader demo
@@ -33,7 +33,8 @@ def cmd_check(args):
             mark = "✅" if result.passed else "❌"
             print(f"{mark} {result.id:<28} {result.points:g}/{result.max_points:g}  {result.message}", flush=True)
 
-    report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None, log=show)
+    report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None, log=show,
+                        repeat=args.repeat)
     if args.json:
         print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
     else:
@@ -90,6 +91,7 @@ def main(argv=None):
     check.add_argument("--mode", default="auto", choices=["auto", "gpu", "interpreter", "structure"])
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--only", nargs="*", help="run only these check ids")
+    check.add_argument("--repeat", type=int, default=1, help="run each check N times with fresh seeds")
     check.set_defaults(run=cmd_check)
     fill = sub.add_parser("fill", help="write the student notebook with every TODO filled by the reference")
     fill.add_argument("lesson")

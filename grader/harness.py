@@ -122,6 +122,8 @@ class Result:
     max_points: float
     passed: bool
     message: str
+    runs: int = 1         # how many times the check ran (grader check --repeat)
+    failed_runs: int = 0
 
 
 @dataclass
@@ -140,7 +142,8 @@ class Report:
 
     def as_json(self):
         return {"lesson": self.lesson, "mode": self.mode, "score": self.score, "max_score": self.max_score,
-                "tests": [t.__dict__ for t in self.tests]}
+                "tests": [{k: getattr(t, k) for k in ("id", "points", "max_points", "passed", "message")}
+                          for t in self.tests]}  # the keys of COURSE_SPEC §6, exactly
 
 
 # What a Triton lesson's wrapper may not call: torch attention, softmax or any matrix product does the work
@@ -261,9 +264,11 @@ def static_problems(lesson, check, program, functions):
     return f"TODO {number} in `{name}` is not done ({hint}); unfinished: {also}"
 
 
-def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None):
+def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None, repeat=1):
     """Grade one notebook: every check (or those in `only`) in a fresh worker. Returns a Report.
-    `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short)."""
+    `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short).
+    `repeat` > 1 runs each check that many times with fresh seeds in its worker (a check passes only if every
+    run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`)."""
     from . import lessons
     lesson = lessons.get(lesson_id)
     program, cell_problems = notebook.student_program(notebook.read(notebook_path),
@@ -280,8 +285,8 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
                 continue
             if timeout:
                 check = dataclasses.replace(check, timeout=timeout)
-            result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems,
-                                seed + len(report.tests), work)
+            seeds = [seed + len(report.tests)] + [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
+            result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work)
             report.tests.append(result)
             if log:
                 log(result)
@@ -290,11 +295,12 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
     return report
 
 
-def _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seed, work):
-    def verdict(passed, message):
+def _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work):
+    def verdict(passed, message, runs=1, failed_runs=None):
         tag = f"[mode: {mode}]"
         return Result(check.id, check.points if passed else 0.0, check.points, passed,
-                      f"{check.title} {tag}: " + ("ok" + (f" — {message}" if message else "") if passed else message))
+                      f"{check.title} {tag}: " + ("ok" + (f" — {message}" if message else "") if passed else message),
+                      runs, (0 if passed else runs) if failed_runs is None else failed_runs)
 
     problem = static_problems(lesson, check, program, functions)
     if problem:
@@ -308,11 +314,17 @@ def _run_check(lesson, check, mode, program, program_path, functions, cell_probl
         loaded = worker.request("load", {"key": "student", "path": str(program_path)}, timeout=check.timeout)
         if loaded[0] == "error":
             return verdict(False, f"your notebook's code failed to load: {loaded[2]}")
-        ctx = Context(lesson, check, mode, worker, seed)
-        note = check.fn(ctx)
-        return verdict(True, note or "")
-    except CheckFailed as failure:
-        return verdict(False, f"{failure} (seed {seed})")
+        failures, note = [], None
+        for seed in seeds:
+            try:
+                note = check.fn(Context(lesson, check, mode, worker, seed))
+            except CheckFailed as failure:
+                failures.append(f"{failure} (seed {seed})")
+        if failures:
+            runs = f"failed {len(failures)} of {len(seeds)} runs with fresh seeds; the first: " if len(seeds) > 1 else ""
+            return verdict(False, runs + failures[0], len(seeds), len(failures))
+        runs = f"{len(seeds)} runs, fresh seeds" if len(seeds) > 1 else ""
+        return verdict(True, f"{note} ({runs})" if note and runs else note or runs, len(seeds))
     except WorkerGone as gone:
         return verdict(False, str(gone))
     except Exception:  # a bug in the check itself must not pass a student
