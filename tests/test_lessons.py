@@ -48,13 +48,20 @@ def test_every_lesson_has_wrong_submissions(lesson):
     assert len(mutants.load(lesson)) >= 6, f"tests/mutants/lesson{lesson[:2]}.py needs realistic wrong submissions"
 
 
+def test_the_mutation_suite_is_class_sized():
+    """Issue 6: at least 40 realistic wrong submissions across the lessons, each with the checks that catch it."""
+    assert len(ALL_MUTANTS) >= 40 and all(m.caught_by for _, m in ALL_MUTANTS)
+
+
 @pytest.mark.parametrize("lesson,mutant", ALL_MUTANTS, ids=[f"{l}-{m.name}" for l, m in ALL_MUTANTS])
 def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
     if mutant.gpu_only and mode != "gpu":
         pytest.skip("shows only on a real GPU (make test-gpu)")
     path = mutants.write(lesson, mutant, tmp_path / f"{lesson}.ipynb")
-    report = run_lesson(lesson, path, mode, only=mutant.caught_by | mutant.passes)
+    report = run_lesson(lesson, path, mode, only=mutant.caught_by | mutant.passes, timeout=mutant.timeout)
     messages = "\n".join(t.message for t in report.tests)
+    for test in report.tests:  # whatever the submission printed or raised, a message stays readable
+        assert len(test.message) < 4000, f"{mutant.name}: a message of {len(test.message)} characters"
     assert mutant.caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
     assert not (mutant.passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
     assert report.score < report.max_score

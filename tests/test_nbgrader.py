@@ -15,17 +15,24 @@ def test_generate_autograde_and_read_the_gradebook(tmp_path, mode):
     cheat = notebook.read(classroom.Path(course) / "release" / "00_setup" / "00_setup.ipynb")
     next(c for c in cheat.cells if notebook.grade_id(c) == "softmax").source += "\nimport grader.hidden\ngrader.hidden.grade = lambda *a, **k: None\n"
     classroom.submit(course, "mallory", "00_setup", cheat)
+    # trent leaves the TODOs, deletes one test cell and empties another: nbgrader restores both from the gradebook
+    tests = [c for c in release.cells if notebook.is_test(c)]
+    edited = notebook.read(classroom.Path(course) / "release" / "00_setup" / "00_setup.ipynb")
+    edited.cells = [c for c in edited.cells if notebook.grade_id(c) != notebook.grade_id(tests[0])]
+    next(c for c in edited.cells if notebook.grade_id(c) == notebook.grade_id(tests[1])).source = "pass"
+    classroom.submit(course, "trent", "00_setup", edited)
     classroom.autograde(course, "00_setup")
     scores = classroom.scores(course)
     alice, bob = scores[("00_setup", "alice")], scores[("00_setup", "bob")]
     assert alice[0] == alice[1] == 7 and alice[2] == mode, alice
     assert bob[0] == 0 and bob[1] == 7, bob
     assert scores[("00_setup", "mallory")][0] == 0
+    assert scores[("00_setup", "trent")][:2] == (0, 7), scores[("00_setup", "trent")]
     graded_nb = notebook.read(Path(course) / "autograded" / "bob" / "00_setup" / "00_setup.ipynb")
     graded = " ".join("".join(o.get("text", "") for c in graded_nb.cells for o in c.get("outputs", [])).split())
     assert "TODO 1 in `softmax_kernel` is not done" in graded and f"[mode: {mode}]" in graded
     pages = {p.parts[-3]: " ".join(p.read_text().split()) for p in classroom.feedback(course, "00_setup")}
-    assert set(pages) == {"alice", "bob", "mallory"}
+    assert set(pages) == {"alice", "bob", "mallory", "trent"}
     assert "TODO 1 in `softmax_kernel` is not done" in pages["bob"] and f"[mode: {mode}]" in pages["bob"]
     assert "softmax of rows of any length (masks)" in pages["alice"] and f"[mode: {mode}]" in pages["alice"]
 

@@ -20,6 +20,7 @@ class Mutant:
     why: str = ""
     gpu_only: bool = False  # needs a real GPU to show (e.g. an illegal memory access)
     passes: set = field(default_factory=set)  # checks that must still pass (isolation)
+    timeout: float = None  # a shorter time limit per check (for mutants that hang)
 
 
 def load(lesson_id):

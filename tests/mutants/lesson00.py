@@ -28,3 +28,29 @@ MUTANTS = [
            [("    row = tl.program_id(0)  # one program per row\n", "    row = tl.program_id(0)  # one program per row\n    tl.static_assert(BLOCK_SIZE < 512)\n")],
            {"softmax_compiles"}, "a static assert that the interpreter never meets at small sizes"),
 ]
+
+# ── crashes, hangs, noise and a missing name: each costs only the checks that meet it (COURSE_SPEC §5) ──────
+STORE = "tl.store(out_ptr + row * out_row_stride + offsets,"
+MUTANTS += [
+    Mutant("out_of_bounds_store",
+           [(STORE, "tl.store(out_ptr + row * out_row_stride + offsets + row.to(tl.int64) * 1073741824 * 16,")],
+           ALL_NUMERIC,
+           "rows after the first are stored 64 GB past the output: an illegal memory access on a GPU, a crash in "
+           "the interpreter", passes={"softmax_compiles"}),
+    Mutant("kernel_hangs",
+           [("    row = tl.program_id(0)  # one program per row\n",
+             "    row = tl.program_id(0)  # one program per row\n"
+             "    spin = tl.load(in_ptr + row * in_row_stride, volatile=True)\n    while spin == spin:\n"
+             "        spin = tl.load(in_ptr + row * in_row_stride, volatile=True)\n")],
+           {"softmax_ragged"}, "a kernel that never ends: it re-reads the same element until it changes (volatile loads "
+           "cannot be optimised away; a counter that only grows ended on the H200 after about a second)", passes={"softmax_compiles"},
+           timeout=20),
+    Mutant("megabytes_of_output",
+           [("    n_rows, n_cols = x.shape\n",
+             "    n_rows, n_cols = x.shape\n    print('debug ' * 1_000_000)\n    import os; os._exit(1)\n")],
+           {"softmax_ragged"}, "prints 6 MB then dies: the message shows only the last lines",
+           passes={"softmax_compiles"}),
+    Mutant("graded_function_renamed",
+           [("def softmax(", "def my_softmax(")],
+           ALL_NUMERIC, "the graded name `softmax` no longer exists: every check that needs it says so"),
+]

@@ -1,0 +1,183 @@
+"""Autograde a whole class with real nbgrader, as an instructor would, and check every grade (issue 6).
+
+    python tests/class_scale.py --out DIR [--parallel 10] [--lessons 00_setup ...]
+
+Per lesson: the reference solution, the untouched release and a few realistic wrong submissions from
+tests/mutants (lesson 00 also gets an out-of-bounds store, graded FIRST in the same nbgrader process and
+grading kernel as the others, and a second reference graded after it: a crashed CUDA context must not change
+the grades after it). Each lesson is its own nbgrader course; its submissions are graded in shards
+(grader.classroom.grade_shard, one nbgrader autograde each, many at once) and merged into its gradebook.
+
+Writes DIR/class_scale.txt: every submission's score against what it must get (reference: full marks;
+untouched: 0; a wrong one: the checks of its `caught_by` at 0), its shard's time, the throughput and the
+slowest notebook. Exits 1 if any grade is wrong. Not a pytest file: it takes minutes (a GPU run is the point).
+"""
+import argparse
+import concurrent.futures as futures
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from grader import classroom, notebook, notebook_setup  # noqa: E402
+from grader.harness import source_path  # noqa: E402
+from tests import mutants  # noqa: E402
+
+LESSONS = sorted(p.name for p in (ROOT / "grader" / "source").iterdir() if p.is_dir())
+# wrong submissions per lesson (tests/mutants names); each must lose the points of its `caught_by` checks
+WRONG = {
+    "00_setup": ["no_store_mask", "contiguous_row_stride", "kernel_never_launched", "graded_function_renamed"],
+    "01_pytorch_attention": ["causal_hides_diagonal", "sdpa_in_naive_attention", "causal_mask_on_cpu"],
+    "02_tiled_simulator": ["acc_not_rescaled", "full_score_matrix", "masked_keys_zero"],
+    "03_per_query_kernel": ["missing_rescale", "missing_d_mask", "torch_does_the_work"],
+    "04_tiled_kernel_2d": ["causal_off_by_one", "wrapper_calls_sdpa"],
+    "05_flash_attention_v2": ["delta_missing", "sdpa_does_the_work"],
+}
+CRASH = ("00_setup", "out_of_bounds_store")  # graded first in its shard: an illegal memory access on a GPU
+
+
+def submissions(lesson, course, mode):
+    """[(student, notebook, expectation)]; expectation: "full", "zero" or the set of checks that must fail.
+    Mistakes that show only on a GPU (a CPU mask on a CUDA tensor) are left out in the other modes."""
+    release = classroom.release(course, lesson)
+    reference = notebook.filled(release, notebook.read(source_path(lesson)))
+    found = [("reference", reference, "full"), ("untouched", release, "zero")]
+    by_name = {m.name: m for m in mutants.load(lesson)}
+    names = WRONG[lesson] + ([CRASH[1]] if lesson == CRASH[0] else [])
+    for name in names:
+        if by_name[name].gpu_only and mode != "gpu":
+            continue
+        path = mutants.write(lesson, by_name[name], Path(course) / f"{name}.ipynb")
+        # the crash sorts first ("a_"), so every other student of its shard is graded after it
+        student = ("a_" if (lesson, name) == CRASH else "wrong_") + name
+        found.append((student, notebook.read(path), set(by_name[name].caught_by)))
+    if lesson == CRASH[0]:
+        found.append(("z_reference_after_the_crash", reference, "full"))
+    return found
+
+
+def check_grades(course, lesson, expected):
+    """[(student, score, max, ok, why)] from the lesson's gradebook."""
+    from nbgrader.api import Gradebook
+    rows = []
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        for student, expectation in expected.items():
+            try:
+                sub = gb.find_submission(lesson, student)
+            except Exception:
+                rows.append((student, None, None, False, "not graded"))
+                continue
+            grades = {g.name.removeprefix("test_"): g.score for nb in sub.notebooks for g in nb.grades}
+            score, top = sub.score, sub.max_score
+            if expectation == "full":
+                ok, why = score == top, "reference: full marks"
+            elif expectation == "zero":
+                ok, why = score == 0, "untouched: 0"
+            else:
+                kept = sorted(c for c in expectation if grades.get(c, 0) > 0)
+                ok = not kept and score < top
+                why = f"loses {', '.join(sorted(expectation))}" + (f" (but kept {kept})" if kept else "")
+            rows.append((student, score, top, ok, why))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--lessons", nargs="*", default=LESSONS)
+    parser.add_argument("--crash-only", action="store_true",
+                        help="lesson 00's crash and the reference graded after it, nothing else (a quick GPU run)")
+    parser.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) - 2),
+                        help="nbgrader autograde processes at once")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore", message="Object of type")  # SQLAlchemy chatter while merging gradebooks
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    mode, reason = notebook_setup.detect_mode(os.environ.get("FA_GRADING_MODE", "auto"))
+    log = [f"# python tests/class_scale.py: mode {mode} ({reason}), {args.parallel} nbgrader processes at once"]
+    print(log[0], flush=True)
+    started = time.time()
+    courses, expected = {}, {}
+    with futures.ThreadPoolExecutor(len(args.lessons)) as pool:  # one course (and gradebook) per lesson
+        made = {lesson: pool.submit(classroom.new_course, out / "courses" / lesson, [lesson]) for lesson in args.lessons}
+        for lesson, job in made.items():
+            courses[lesson] = job.result()
+    for lesson, course in courses.items():
+        expected[lesson] = {}
+        for student, nb, expectation in submissions(lesson, course, mode):
+            if args.crash_only and not (student.startswith("a_") or student.startswith("z_")):
+                continue
+            classroom.submit(course, student, lesson, nb)
+            expected[lesson][student] = expectation
+    count = sum(len(e) for e in expected.values())
+    log.append(f"released {len(courses)} lessons and collected {count} submissions in {time.time() - started:.0f} s")
+    print(log[-1], flush=True)
+
+    # shards: lesson 00's in one (the crash first, then the others in the same grading kernel); one student
+    # per shard elsewhere. The slowest lessons start first.
+    tasks = []
+    for lesson in sorted(courses, reverse=True):
+        n = len(classroom.students(courses[lesson], lesson))
+        count_shards = 1 if lesson == CRASH[0] else n
+        tasks += [(lesson, i, count_shards) for i in range(count_shards)]
+    timings = {}
+    grading_started = time.time()
+
+    def grade(task):
+        lesson, index, count_shards = task
+        t0 = time.time()
+        graded = classroom.grade_shard(courses[lesson], lesson, index, count_shards)
+        return graded, time.time() - t0
+
+    def row(lesson, student, score, top, ok, why):
+        seconds, size = timings.get((lesson, student), (float("nan"), 0))
+        shard = f"{seconds:.0f}" + (f" ({size} in shard)" if size > 1 else "")
+        shown = f"{score:g}/{top:g}" if score is not None else "—"
+        return f"{lesson:<24} {student:<36} {shown:>9}  {shard:>8}  {'ok' if ok else 'WRONG'}: {why}"
+
+    # each shard's grades are checked (from its own gradebook) as soon as it finishes, so a run cut short
+    # still shows what it graded
+    print(f"\n{'lesson':<24} {'student':<36} {'score':>9}  {'shard s':>8}  verdict", flush=True)
+    with futures.ThreadPoolExecutor(args.parallel) as pool:
+        jobs = {pool.submit(grade, task): task for task in tasks}
+        for job in futures.as_completed(jobs):
+            lesson, index, count_shards = jobs[job]
+            try:
+                graded, seconds = job.result()
+            except Exception as error:  # nbgrader itself failed: every student of the shard is ungraded
+                graded, seconds = [], float("nan")
+                print(f"  shard {index} of {lesson} FAILED: {str(error)[:500]}", flush=True)
+            for student in graded:
+                timings[(lesson, student)] = (seconds, len(graded))
+            shard = classroom.shard_dir(courses[lesson], index)
+            for found in check_grades(shard, lesson, {s: expected[lesson][s] for s in graded}):
+                print(row(lesson, *found), flush=True)
+    for lesson, course in courses.items():
+        count_shards = 1 if lesson == CRASH[0] else len(classroom.students(course, lesson))
+        classroom.merge_shards(course, lesson, count_shards)
+    wall = time.time() - grading_started
+
+    bad = 0  # the final verdicts come from the merged gradebooks
+    log.append(f"\n{'lesson':<24} {'student':<36} {'score':>9}  {'shard s':>8}  verdict")
+    for lesson, course in courses.items():
+        for found in check_grades(course, lesson, expected[lesson]):
+            bad += not found[3]
+            log.append(row(lesson, *found))
+    singles = [(s, key) for key, (s, size) in timings.items() if size == 1]
+    slowest = max(singles) if singles else None
+    log.append(f"\n{count} submissions graded in {wall:.0f} s of wall time: {count / wall * 60:.1f} submissions per "
+               f"minute ({args.parallel} at once); {bad} wrong grades")
+    if slowest:
+        log.append(f"slowest notebook: {slowest[1][0]} / {slowest[1][1]}, {slowest[0]:.0f} s (its own nbgrader run)")
+    text = "\n".join(log)
+    print(text)
+    (out / "class_scale.txt").write_text(text + "\n")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
