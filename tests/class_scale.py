@@ -6,7 +6,8 @@ Per lesson: the reference solution, the untouched release and a few realistic wr
 tests/mutants (lesson 00 also gets an out-of-bounds store, graded FIRST in the same nbgrader process and
 grading kernel as the others, and a second reference graded after it: a crashed CUDA context must not change
 the grades after it). Each lesson is its own nbgrader course; its submissions are graded in shards
-(grader.classroom.grade_shard, one nbgrader autograde each, many at once) and merged into its gradebook.
+(grader.classroom.grade_shard, one nbgrader autograde each, many at once, one student per shard but for the
+crash and the reference graded after it) and merged into its gradebook.
 
 Writes DIR/class_scale.txt: every submission's score against what it must get (reference: full marks;
 untouched: 0; a wrong one: the checks of its `caught_by` at 0), its shard's time, the throughput and the
@@ -58,6 +59,14 @@ def submissions(lesson, course, mode):
     if lesson == CRASH[0]:
         found.append(("z_reference_after_the_crash", reference, "full"))
     return found
+
+
+def shard_count(course, lesson):
+    """One student per shard, except that the crash (sorted first) and the reference after it (sorted last)
+    share shard 0: with n students in n - 1 shards, shard 0 gets students 0 and n - 1 (grade_shard takes
+    every (n-1)-th student), graded in that order by one nbgrader process and one grading kernel."""
+    n = len(classroom.students(course, lesson))
+    return max(1, n - 1) if lesson == CRASH[0] else n
 
 
 def check_grades(course, lesson, expected):
@@ -117,12 +126,9 @@ def main():
     log.append(f"released {len(courses)} lessons and collected {count} submissions in {time.time() - started:.0f} s")
     print(log[-1], flush=True)
 
-    # shards: lesson 00's in one (the crash first, then the others in the same grading kernel); one student
-    # per shard elsewhere. The slowest lessons start first.
     tasks = []
-    for lesson in sorted(courses, reverse=True):
-        n = len(classroom.students(courses[lesson], lesson))
-        count_shards = 1 if lesson == CRASH[0] else n
+    for lesson in sorted(courses, reverse=True):  # the slowest lessons start first
+        count_shards = shard_count(courses[lesson], lesson)
         tasks += [(lesson, i, count_shards) for i in range(count_shards)]
     timings = {}
     grading_started = time.time()
@@ -156,9 +162,15 @@ def main():
             shard = classroom.shard_dir(courses[lesson], index)
             for found in check_grades(shard, lesson, {s: expected[lesson][s] for s in graded}):
                 print(row(lesson, *found), flush=True)
+    order = []  # the grading order inside shared shards, from the times the graded notebooks were written
     for lesson, course in courses.items():
-        count_shards = 1 if lesson == CRASH[0] else len(classroom.students(course, lesson))
-        classroom.merge_shards(course, lesson, count_shards)
+        for index in range(shard_count(course, lesson)):
+            graded = sorted((p.stat().st_mtime, p.parent.parent.name) for p in
+                            (classroom.shard_dir(course, index) / "autograded").glob(f"*/{lesson}/{lesson}.ipynb"))
+            if len(graded) > 1:
+                order.append(f"graded one after another in {lesson} shard {index}: "
+                             + " -> ".join(student for _, student in graded))
+        classroom.merge_shards(course, lesson, shard_count(course, lesson))
     wall = time.time() - grading_started
 
     bad = 0  # the final verdicts come from the merged gradebooks
@@ -167,6 +179,7 @@ def main():
         for found in check_grades(course, lesson, expected[lesson]):
             bad += not found[3]
             log.append(row(lesson, *found))
+    log += order
     singles = [(s, key) for key, (s, size) in timings.items() if size == 1]
     slowest = max(singles) if singles else None
     log.append(f"\n{count} submissions graded in {wall:.0f} s of wall time: {count / wall * 60:.1f} submissions per "
