@@ -19,6 +19,11 @@ def release_path(lesson_id):
     return ROOT / "course" / lesson_id / f"{lesson_id}.ipynb"
 
 
+def reference_notebook(lesson_id):
+    """The student notebook with every TODO filled by the reference solution (what `grader fill` writes)."""
+    return notebook.filled(notebook.read(release_path(lesson_id)), notebook.read(source_path(lesson_id)))
+
+
 def cmd_check(args):
     from . import lessons
     lessons.get(args.lesson)  # a clear error for an unknown lesson before anything else
@@ -44,8 +49,7 @@ def cmd_check(args):
 def cmd_fill(args):
     from . import lessons
     lessons.get(args.lesson)
-    nb = notebook.filled(notebook.read(release_path(args.lesson)), notebook.read(source_path(args.lesson)))
-    notebook.write(nb, args.out)
+    notebook.write(reference_notebook(args.lesson), args.out)
     print(f"wrote {args.out}: {args.lesson} with every TODO filled by the reference solution")
 
 

@@ -27,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 from grader import classroom, notebook, notebook_setup  # noqa: E402
 from grader.harness import source_path  # noqa: E402
 from tests import mutants  # noqa: E402
-
-LESSONS = sorted(p.name for p in (ROOT / "grader" / "source").iterdir() if p.is_dir())
+from tests.conftest import LESSONS  # noqa: E402
 # wrong submissions per lesson (tests/mutants names); each must lose the points of its `caught_by` checks
 WRONG = {
     "00_setup": ["no_store_mask", "contiguous_row_stride", "kernel_never_launched", "graded_function_renamed"],

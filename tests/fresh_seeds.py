@@ -17,15 +17,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from grader import notebook  # noqa: E402
-from grader.__main__ import release_path  # noqa: E402
-from grader.harness import run_lesson, source_path  # noqa: E402
-
-LESSONS = sorted(p.name for p in (ROOT / "grader" / "source").iterdir() if p.is_dir())
+from grader.__main__ import reference_notebook  # noqa: E402
+from grader.harness import run_lesson  # noqa: E402
+from tests.conftest import LESSONS  # noqa: E402
 
 
 def grade_reference(lesson, mode, repeat, folder):
     path = Path(folder) / f"{lesson}.ipynb"
-    notebook.write(notebook.filled(notebook.read(release_path(lesson)), notebook.read(source_path(lesson))), path)
+    notebook.write(reference_notebook(lesson), path)
     started = time.time()
     report = run_lesson(lesson, path, mode, repeat=repeat)
     return report, time.time() - started

@@ -2,8 +2,8 @@
 import pytest
 
 from grader import lessons, notebook
-from grader.__main__ import release_path
-from grader.harness import run_lesson, source_path
+from grader.__main__ import reference_notebook, release_path
+from grader.harness import run_lesson
 from tests import mutants
 from tests.conftest import LESSONS
 
@@ -27,7 +27,7 @@ def test_release_scores_zero(lesson, grading_mode):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_reference_scores_full_marks(lesson, mode, tmp_path):
     path = tmp_path / f"{lesson}.ipynb"
-    notebook.write(notebook.filled(notebook.read(release_path(lesson)), notebook.read(source_path(lesson))), path)
+    notebook.write(reference_notebook(lesson), path)
     report = run_lesson(lesson, path, mode)
     assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
 
@@ -38,7 +38,7 @@ TRITON_LESSONS = [l for l in LESSONS if lessons.get(l).kernels]  # the others ru
 @pytest.mark.parametrize("lesson", TRITON_LESSONS)
 def test_reference_scores_full_marks_in_structure_mode(lesson, tmp_path):
     path = tmp_path / f"{lesson}.ipynb"
-    notebook.write(notebook.filled(notebook.read(release_path(lesson)), notebook.read(source_path(lesson))), path)
+    notebook.write(reference_notebook(lesson), path)
     report = run_lesson(lesson, path, "structure")
     assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
 

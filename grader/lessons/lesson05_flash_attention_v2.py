@@ -136,30 +136,28 @@ def _expect_backward(ctx, q, k, v, causal, sm_scale=None, dout=None, label=""):
 
 
 # ── checks ───────────────────────────────────────────────────────────────────────────────────────────
-@lesson.check(2, "forward without mask: ragged N, any head dim, strided views", needs=FWD_NEEDS)
-def forward(ctx):
+def _expect_forward_ragged(ctx, causal, long_shape):
+    """Ragged N (1, 17, 1000, 333), head dims 32-128 and 80, a strided view, fp32; plus one long fp16 problem."""
     cases = ctx.pick(
         gpu=[((1, 2, 1, 64), F16, "bhnd"), ((2, 3, 17, 32), F16, "bhnd"), ((2, 4, 1000, 64), F16, "bnhd"),
-             ((1, 2, 1000, 128), F16, "bhnd"), ((1, 3, 333, 80), F16, "bhnd"), ((2, 2, 2048, 64), F16, "bhnd"),
+             ((1, 2, 1000, 128), F16, "bhnd"), ((1, 3, 333, 80), F16, "bhnd"), (long_shape, F16, "bhnd"),
              ((1, 2, 300, 32), F32, "bhnd")],
         interpreter=[((1, 2, 1, 16), F32, "bhnd"), ((1, 2, 17, 32), F32, "bhnd"), ((2, 1, 40, 24), F32, "bnhd")])
     for shape, dtype, layout in cases:
         q, k, v = _qkv(ctx, *shape, dtype, layout)
-        _expect_forward(ctx, q, k, v, False, label=", strided view" if layout == "bnhd" else "")
+        _expect_forward(ctx, q, k, v, causal, label=", strided view" if layout == "bnhd" else "")
+
+
+@lesson.check(2, "forward without mask: ragged N, any head dim, strided views", needs=FWD_NEEDS)
+def forward(ctx):
+    _expect_forward_ragged(ctx, False, long_shape=(2, 2, 2048, 64))
     q, k, v = _qkv(ctx, *ctx.pick(gpu=(1, 2, 129, 64), interpreter=(1, 1, 33, 16)), ctx.pick(gpu=F16, interpreter=F32))
     _expect_forward(ctx, q, k, v, False, sm_scale=0.3)
 
 
 @lesson.check(2, "causal forward: two stages, ragged N", needs=FWD_NEEDS)
 def forward_causal(ctx):
-    cases = ctx.pick(
-        gpu=[((1, 2, 1, 64), F16, "bhnd"), ((2, 3, 17, 32), F16, "bhnd"), ((2, 4, 1000, 64), F16, "bnhd"),
-             ((1, 2, 1000, 128), F16, "bhnd"), ((1, 3, 333, 80), F16, "bhnd"), ((1, 2, 2048, 128), F16, "bhnd"),
-             ((1, 2, 300, 32), F32, "bhnd")],
-        interpreter=[((1, 2, 1, 16), F32, "bhnd"), ((1, 2, 17, 32), F32, "bhnd"), ((2, 1, 40, 24), F32, "bnhd")])
-    for shape, dtype, layout in cases:
-        q, k, v = _qkv(ctx, *shape, dtype, layout)
-        _expect_forward(ctx, q, k, v, True, label=", strided view" if layout == "bnhd" else "")
+    _expect_forward_ragged(ctx, True, long_shape=(1, 2, 2048, 128))
 
 
 @lesson.check(1, "output in the input's dtype (fp16, bf16 on a GPU, fp32)", needs=FWD_NEEDS)

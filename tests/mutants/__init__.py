@@ -8,8 +8,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from grader import notebook
-from grader.__main__ import release_path
-from grader.harness import source_path
+from grader.__main__ import reference_notebook
 
 
 @dataclass
@@ -33,7 +32,7 @@ def load(lesson_id):
 
 
 def write(lesson_id, mutant, path):
-    nb = notebook.filled(notebook.read(release_path(lesson_id)), notebook.read(source_path(lesson_id)))
+    nb = reference_notebook(lesson_id)
     for old, new in mutant.replace:
         cells = [c for c in nb.cells if notebook.is_solution(c) and old in c.source]  # the student's cells
         assert len(cells) == 1, f"mutant {mutant.name}: {old!r} must occur in exactly one solution cell, found {len(cells)}"
