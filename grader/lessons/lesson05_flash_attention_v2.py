@@ -254,15 +254,21 @@ def speed(ctx):
     times = {}
     for causal in (False, True):
         for backward in (False, True):
-            student = ctx.bench("flash_attention", q, k, v, causal=causal, key="student", backward=backward)
-            reference = ctx.bench("flash_attention", q, k, v, causal=causal, key="reference", backward=backward)
+            student, reference = ctx.bench_against_reference("flash_attention", q, k, v, causal=causal,
+                                                              backward=backward, slowdown_allowed=2.0)
             times[(causal, backward)] = student
             part = f"{'fwd+bwd' if backward else 'fwd'}{' causal' if causal else ''}"
             report.append(f"{part}: {student:.2f} ms vs reference {reference:.2f} ms")
             if student > 2.0 * reference:
                 problems.append(f"{part} takes {student / reference:.1f}× the reference's time (allowed: 2×)")
-    if times[(True, False)] > 0.75 * times[(False, False)]:
-        problems.append(f"the causal forward takes {times[(True, False)] / times[(False, False)]:.2f}× the time of the "
+    causal_fwd, full_fwd = times[(True, False)], times[(False, False)]
+    for _ in range(2):  # measured again before failing: a neighbour on the GPU may have slowed one of the two
+        if causal_fwd <= 0.75 * full_fwd:
+            break
+        causal_fwd = min(causal_fwd, ctx.bench("flash_attention", q, k, v, causal=True))
+        full_fwd = min(full_fwd, ctx.bench("flash_attention", q, k, v, causal=False))
+    if causal_fwd > 0.75 * full_fwd:
+        problems.append(f"the causal forward takes {causal_fwd / full_fwd:.2f}× the time of the "
                         "full one: blocks past the diagonal should be skipped (about 0.5×)")
     summary = f"B={B}, H={H}, N={N}, d={D}, fp16: " + "; ".join(report)
     if problems:
