@@ -38,8 +38,11 @@ def cmd_check(args):
             mark = "✅" if result.passed else "❌"
             print(f"{mark} {result.id:<28} {result.points:g}/{result.max_points:g}  {result.message}", flush=True)
 
+    def show_progress(check_id, run, runs, failed):  # --repeat N: a line per run, on stderr, so --json stays clean
+        print(f"   {check_id}: run {run} of {runs} done, {failed} failed", file=sys.stderr, flush=True)
+
     report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None, log=show,
-                        repeat=args.repeat)
+                        repeat=args.repeat, progress=show_progress if args.repeat > 1 else None)
     if args.json:
         print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
     else:

@@ -106,7 +106,7 @@ def demo(course_dir=ROOT / "demo"):
         submit(course, "untouched", lesson, release(course, lesson))
         bug = mutants.load(lesson)[0]
         mutants.write(lesson, bug, Path(course) / "buggy.ipynb")
-        submit(course, f"buggy", lesson, notebook.read(Path(course) / "buggy.ipynb"))
+        submit(course, "buggy", lesson, notebook.read(Path(course) / "buggy.ipynb"))
         print(f"  {lesson}: buggy submission = {bug.name} ({bug.why})")
         lesson_started = time.time()
         autograde(course, lesson)

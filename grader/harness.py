@@ -279,11 +279,12 @@ def static_problems(lesson, check, program, functions):
     return f"TODO {number} in `{name}` is not done ({hint}); unfinished: {also}"
 
 
-def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None, repeat=1):
+def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None, repeat=1, progress=None):
     """Grade one notebook: every check (or those in `only`) in a fresh worker. Returns a Report.
     `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short).
     `repeat` > 1 runs each check that many times with fresh seeds in its worker (a check passes only if every
-    run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`)."""
+    run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
+    `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress)."""
     from . import lessons
     lesson = lessons.get(lesson_id)
     program, cell_problems = notebook.student_program(notebook.read(notebook_path),
@@ -301,7 +302,8 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
             if timeout:
                 check = dataclasses.replace(check, timeout=timeout)
             seeds = [seed + len(report.tests)] + [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
-            result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work)
+            result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work,
+                                progress)
             report.tests.append(result)
             if log:
                 log(result)
@@ -310,7 +312,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
     return report
 
 
-def _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work):
+def _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work, progress=None):
     def verdict(passed, message, runs=1, failed_runs=None):
         tag = f"[mode: {mode}]"
         return Result(check.id, check.points if passed else 0.0, check.points, passed,
@@ -330,11 +332,13 @@ def _run_check(lesson, check, mode, program, program_path, functions, cell_probl
         if loaded[0] == "error":
             return verdict(False, f"your notebook's code failed to load: {loaded[2]}")
         failures, note = [], None
-        for seed in seeds:
+        for run, seed in enumerate(seeds, 1):
             try:
                 note = check.fn(Context(lesson, check, mode, worker, seed))
             except CheckFailed as failure:
                 failures.append(f"{failure} (seed {seed})")
+            if progress:
+                progress(check.id, run, len(seeds), len(failures))
         if failures:
             runs = f"failed {len(failures)} of {len(seeds)} runs with fresh seeds; the first: " if len(seeds) > 1 else ""
             return verdict(False, runs + failures[0], len(seeds), len(failures))

@@ -5,7 +5,6 @@ pickled messages and executes the student's program only inside this process, so
 illegal memory access or a monkey-patch costs nothing outside it. It returns raw outputs; the judge
 compares them with references it computed itself.
 """
-import math
 import os
 import pickle
 import sys

@@ -7,10 +7,10 @@ from grader.__main__ import release_path
 from grader.harness import ROOT
 
 
-def grader(*args):
+def grader(*args, stderr=False):
     done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
+    return (done.stdout, done.stderr) if stderr else done.stdout
 
 
 def test_check_json_has_exactly_the_specified_keys():
@@ -25,5 +25,9 @@ def test_check_json_has_exactly_the_specified_keys():
 def test_check_repeat_runs_each_check_with_fresh_seeds(tmp_path):
     path = tmp_path / "filled.ipynb"
     grader("fill", "00_setup", "--out", str(path))
-    out = grader("check", "00_setup", str(path), "--mode", "interpreter", "--only", "softmax_ragged", "--repeat", "3")
+    out, progress = grader("check", "00_setup", str(path), "--mode", "interpreter", "--only", "softmax_ragged",
+                           "--repeat", "3", stderr=True)
     assert "✅ softmax_ragged" in out and "3 runs, fresh seeds" in out, out
+    # a long --repeat shows progress, on stderr (stdout stays the report)
+    assert [line.split(":")[1].strip() for line in progress.splitlines() if "softmax_ragged: run" in line] == \
+        [f"run {i} of 3 done, 0 failed" for i in (1, 2, 3)], progress
