@@ -20,7 +20,7 @@ for stage in "$@"; do
     tests)      timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q --mode gpu -n ${JOBS:-12} -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tail -60 > "$OUT/tests.txt" ;;
     tune)       timeout ${TUNE_TIMEOUT:-300} python3 benchmarks/tune_lesson05.py ${TUNE_ARGS:-} > "$OUT/tune.txt" 2>&1 ;;
     bench)      timeout ${BENCH_TIMEOUT:-360} python3 -m benchmarks.bench --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1 ;;
-    checks)     for lesson in ${LESSONS:-00_setup 01_pytorch_attention 02_tiled_simulator 03_per_query_kernel 04_tiled_kernel_2d 05_flash_attention_v2}; do
+    checks)     for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do
                   python3 -m grader fill "$lesson" --out "/tmp/$lesson.ipynb" > /dev/null
                   timeout ${CHECK_TIMEOUT:-300} python3 -m grader check "$lesson" "/tmp/$lesson.ipynb" --mode gpu > "$OUT/check_$lesson.txt" 2>&1
                 done ;;

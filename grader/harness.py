@@ -222,20 +222,25 @@ class Context:
     def bench(self, name, *args, key="student", backward=False, **kwargs):
         return self._send("bench", name=name, args=args, kwargs=kwargs, key=key, backward=backward)
 
-    def bench_against_reference(self, name, *args, slowdown_allowed, rounds=3, backward=False, **kwargs):
-        """(student ms, reference ms): the best of up to `rounds` interleaved measurements of each.
+    def best_times(self, first, second, within, rounds=3):
+        """(ms, ms): the best of up to `rounds` interleaved timings of two measurements (zero-argument callables).
 
-        Another process on the same GPU (a class graded in parallel) can slow any one measurement by 2× or more,
-        but never makes a slow kernel fast. So the two are timed in turn, and another round is taken only while
-        the student's best time is above `slowdown_allowed` × the reference's: a kernel that is really too slow
-        stays too slow in every round, and a correct one is not failed for a noisy neighbour."""
-        best = {"student": float("inf"), "reference": float("inf")}
+        Another process on the same GPU (a class graded in parallel) can slow any one timing by 2× or more, but
+        never makes a slow kernel fast. So the two are timed in turn, and another round is taken only while the
+        first's best time is above `within` × the second's: what is really too slow stays so in every round, and
+        a correct kernel is not failed for a noisy neighbour."""
+        best_first = best_second = float("inf")
         for _ in range(rounds):
-            for key in best:
-                best[key] = min(best[key], self.bench(name, *args, key=key, backward=backward, **kwargs))
-            if best["student"] <= slowdown_allowed * best["reference"]:
+            best_first, best_second = min(best_first, first()), min(best_second, second())
+            if best_first <= within * best_second:
                 break
-        return best["student"], best["reference"]
+        return best_first, best_second
+
+    def bench_against_reference(self, name, *args, slowdown_allowed, rounds=3, backward=False, **kwargs):
+        """(student ms, reference ms), timed in turn until the student is within `slowdown_allowed` (best_times)."""
+        def timing(key):
+            return lambda: self.bench(name, *args, key=key, backward=backward, **kwargs)
+        return self.best_times(timing("student"), timing("reference"), slowdown_allowed, rounds)
 
     def load_reference(self):
         path = Path(self.worker.log_path).with_suffix(".reference.py")
