@@ -215,8 +215,10 @@ def attention_shapes(ctx):
 def attention_scale(ctx):
     cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, F32, 0.5), ((2, 4, 100, 64), 300, F16, 0.03),
                           ((3, 129, 40), 129, F32, 1.0)],
-                     interpreter=[((2, 2, 9, 64), 9, F32, 0.5), ((3, 10, 24), 14, F32, 0.03),
-                                  ((2, 12, 16), 12, F16, 1.0)])
+                     # sm_scale=1 in fp32 only: fp16 scores near its overflow (exp(11) > 65504) would fail a softmax
+                     # without the max subtraction in some seeds and not others (softmax_stable_any_dim grades that)
+                     interpreter=[((2, 2, 9, 64), 9, F32, 0.5), ((2, 4, 10, 64), 30, F16, 0.03),
+                                  ((3, 13, 40), 13, F32, 1.0)])
     for q_shape, n_keys, dtype, scale in cases:
         expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype), sm_scale=scale)
 

@@ -40,6 +40,9 @@ def expect_attention(ctx, q, k, v, sm_scale=None, what=None):
     ctx.expect_close(out, exact, same_precision=same, what=what)
 
 
+# Shapes with more than one K block have a dozen or more query rows even in the (slow) interpreter: a row whose
+# max sits in its first block hides a missing rescale, and with 2 to 6 rows all of them did so in a few seeds
+# in a hundred (the strided check, one in eight): the same mistake scored differently from student to student.
 def random_qkv(ctx, M, N, d, dtype=torch.float32):
     return ctx.randn(M, d, dtype=dtype), ctx.randn(N, d, dtype=dtype), ctx.randn(N, d, dtype=dtype)
 
@@ -54,7 +57,7 @@ def basic(ctx):
 @lesson.check(2, "attention for any number of keys N (key mask, -inf scores)", needs=NEEDS, kernels=KERNELS)
 def ragged_n(ctx):
     for M, N, d in ctx.pick(gpu=[(3, 1, 64), (17, 33, 64), (100, 100, 64), (333, 1000, 128), (64, 4097, 64)],
-                            interpreter=[(3, 1, 16), (5, 33, 16), (6, 100, 32)]):
+                            interpreter=[(3, 1, 16), (5, 33, 16), (12, 100, 32)]):
         expect_attention(ctx, *random_qkv(ctx, M, N, d))
 
 
@@ -62,28 +65,28 @@ def ragged_n(ctx):
               kernels=KERNELS)
 def odd_head_dim(ctx):
     for M, N, d in ctx.pick(gpu=[(64, 256, 40), (100, 333, 100), (33, 65, 72), (8, 40, 24)],
-                            interpreter=[(4, 50, 40), (3, 70, 100)]):
+                            interpreter=[(16, 50, 40), (12, 70, 100)]):
         expect_attention(ctx, *random_qkv(ctx, M, N, d))
 
 
 @lesson.check(1, "attention with M ≠ N (more or fewer queries than keys)", needs=NEEDS, kernels=KERNELS)
 def m_ne_n(ctx):
     for M, N, d in ctx.pick(gpu=[(1, 2048, 64), (1000, 37, 64), (5, 4096, 128), (2048, 96, 32)],
-                            interpreter=[(1, 77, 32), (24, 9, 16), (2, 130, 16)]):
+                            interpreter=[(1, 77, 32), (24, 9, 16), (16, 130, 16)]):
         expect_attention(ctx, *random_qkv(ctx, M, N, d))
 
 
 @lesson.check(1, "fp16 attention (fp16 output, fp32 accumulation)", needs=NEEDS, kernels=KERNELS)
 def fp16(ctx):
     for M, N, d in ctx.pick(gpu=[(256, 1000, 64), (1024, 1024, 128), (77, 300, 40)],
-                            interpreter=[(6, 70, 48), (4, 64, 64)]):
+                            interpreter=[(6, 70, 48), (12, 64, 64)]):
         expect_attention(ctx, *random_qkv(ctx, M, N, d, dtype=torch.float16))
 
 
 @lesson.check(1, "attention with a custom sm_scale", needs=NEEDS, kernels=KERNELS)
 def custom_scale(ctx):
     for M, N, d, scale in ctx.pick(gpu=[(128, 512, 64, 1.0), (64, 300, 128, 0.02), (32, 33, 40, 0.5)],
-                                   interpreter=[(5, 64, 16, 1.0), (4, 40, 32, 0.05)]):
+                                   interpreter=[(16, 64, 16, 1.0), (4, 40, 32, 0.05)]):
         expect_attention(ctx, *random_qkv(ctx, M, N, d), sm_scale=scale)
 
 
@@ -91,7 +94,7 @@ def custom_scale(ctx):
               kernels=KERNELS)
 def strided(ctx):
     for M, N, d, pad, dtype in ctx.pick(gpu=[(256, 300, 64, 13, torch.float32), (100, 1000, 128, 64, torch.float16)],
-                                        interpreter=[(6, 40, 32, 11, torch.float32), (5, 35, 16, 3, torch.float16)]):
+                                        interpreter=[(64, 40, 32, 11, torch.float32), (48, 35, 16, 3, torch.float16)]):
         q = ctx.randn(M, d + pad, dtype=dtype)[:, :d]  # rows d + pad apart
         kv = ctx.randn(N, 2, d, dtype=dtype)           # k and v packed in one tensor: rows 2·d apart
         k, v = kv[:, 0], kv[:, 1]
