@@ -5,6 +5,7 @@ A check gets a `Context`: it makes inputs and references here, asks the worker t
 function (`ctx.call`), and judges the raw outputs here, in a process that never ran student code.
 """
 import dataclasses
+import hashlib
 import os
 import pickle
 import shutil
@@ -284,11 +285,20 @@ def static_problems(lesson, check, program, functions):
     return f"TODO {number} in `{name}` is not done ({hint}); unfinished: {also}"
 
 
+def submission_seed(program, check_id):
+    """The seed of a check's random inputs, taken from the submission's code: the same notebook gets the same
+    inputs, hence the same grade, in every regrade and in any shard of a class (a wrong kernel that only some
+    inputs expose would otherwise gain or lose points on a regrade); any edit of the code draws new inputs."""
+    digest = hashlib.sha256(f"{check_id}\n{program}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
 def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None, repeat=1, progress=None):
     """Grade one notebook: every check (or those in `only`) in a fresh worker. Returns a Report.
     `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short).
-    `repeat` > 1 runs each check that many times with fresh seeds in its worker (a check passes only if every
-    run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
+    Each check's inputs are random, drawn from `submission_seed` unless `seed` is given (then seed, seed + 1, ...).
+    `repeat` > 1 runs each check that many times, the runs after the first with fresh seeds (a check passes only if
+    every run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
     `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress)."""
     from . import lessons
     lesson = lessons.get(lesson_id)
@@ -296,7 +306,6 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
                                                       notebook.read(source_path(lesson_id)))
     functions = notebook.function_sources(program)
     report = Report(lesson_id, mode)
-    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little")
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
     program_path = work / "submission.py"
     program_path.write_text(program, encoding="utf-8")
@@ -306,7 +315,8 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
                 continue
             if timeout:
                 check = dataclasses.replace(check, timeout=timeout)
-            seeds = [seed + len(report.tests)] + [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
+            first = submission_seed(program, check.id) if seed is None else seed + len(report.tests)
+            seeds = [first] + [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
             result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work,
                                 progress)
             report.tests.append(result)

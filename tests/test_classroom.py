@@ -1,8 +1,9 @@
 """A class graded in parallel shards gives the same gradebook as one nbgrader run (issue: make autograde JOBS=N)."""
+import re
 import shutil
 
 from grader import classroom, notebook
-from grader.harness import source_path
+from grader.harness import run_lesson, source_path
 from tests import mutants
 
 
@@ -33,3 +34,23 @@ def test_two_shards_give_the_same_gradebook_as_one_run(tmp_path):
     assert scores[(lesson, "bob")][0] == 0
     assert 0 < scores[(lesson, "cy")][0] < scores[(lesson, "cy")][1]
     assert (two / "autograded" / "cy" / lesson / f"{lesson}.ipynb").exists()
+
+
+def test_a_regrade_draws_the_same_inputs_and_an_edit_draws_new_ones(tmp_path):
+    """Inputs are random but seeded by the submission's code: regrading a notebook cannot change its score."""
+    lesson = "00_setup"
+    bug = next(m for m in mutants.load(lesson) if m.name == "contiguous_row_stride")
+    path = mutants.write(lesson, bug, tmp_path / "bug.ipynb")
+
+    def seed_of_failure():
+        [test] = run_lesson(lesson, path, "interpreter", only={"softmax_strided"}).tests
+        assert not test.passed, test.message
+        return int(re.search(r"\(seed (\d+)\)", test.message).group(1))
+
+    first = seed_of_failure()
+    assert seed_of_failure() == first
+    nb = notebook.read(path)
+    cell = next(c for c in nb.cells if notebook.is_solution(c) and "def softmax(" in c.source)
+    cell.source += "\n# an edit\n"
+    notebook.write(nb, path)
+    assert seed_of_failure() != first
