@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build demo autograde test test-gpu bench seeds class-scale clean
+.PHONY: help setup build demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,6 +49,10 @@ bench: setup ## benchmarks: TFLOP/s against N for every implementation (needs a 
 seeds: setup ## every check of every reference solution 20 times with fresh seeds (MODE=interpreter|structure|gpu)
 	$(PY) tests/fresh_seeds.py --mode $(or $(MODE),interpreter) --repeat 20 --jobs $(TEST_JOBS) \
 	  --out tests/reports/fresh_seeds_$(or $(MODE),interpreter).txt
+
+mutant-seeds: setup ## every check of every wrong submission 8 times: a verdict that changes with the seed is a lottery
+	$(PY) tests/fresh_seeds.py --mutants --mode $(or $(MODE),interpreter) --repeat 8 --jobs $(TEST_JOBS) \
+	  --out tests/reports/mutant_seeds_$(or $(MODE),interpreter).txt
 
 class-scale: setup ## autograde a sample class (31 submissions, all lessons) with real nbgrader; checks every grade
 	$(PY) tests/class_scale.py --out demo/class --parallel $(TEST_JOBS)
