@@ -98,7 +98,8 @@ def main(argv=None):
     check.add_argument("--mode", default="auto", choices=["auto", "gpu", "interpreter", "structure"])
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument("--only", nargs="*", help="run only these check ids")
-    check.add_argument("--repeat", type=int, default=1, help="run each check N times with fresh seeds")
+    check.add_argument("--repeat", type=int, default=1,
+                       help="run each check N times: the first with the submission's own seed, the rest fresh")
     check.set_defaults(run=cmd_check)
     fill = sub.add_parser("fill", help="write the student notebook with every TODO filled by the reference")
     fill.add_argument("lesson")

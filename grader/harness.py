@@ -293,10 +293,10 @@ def submission_seed(program, check_id):
     return int.from_bytes(digest[:4], "little")
 
 
-def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, timeout=None, repeat=1, progress=None):
+def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None, repeat=1, progress=None):
     """Grade one notebook: every check (or those in `only`) in a fresh worker. Returns a Report.
     `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short).
-    Each check's inputs are random, drawn from `submission_seed` unless `seed` is given (then seed, seed + 1, ...).
+    Each check's inputs are random, drawn from `submission_seed`.
     `repeat` > 1 runs each check that many times, the runs after the first with fresh seeds (a check passes only if
     every run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
     `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress)."""
@@ -315,8 +315,8 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, seed=None, log=None, t
                 continue
             if timeout:
                 check = dataclasses.replace(check, timeout=timeout)
-            first = submission_seed(program, check.id) if seed is None else seed + len(report.tests)
-            seeds = [first] + [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
+            fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
+            seeds = [submission_seed(program, check.id)] + fresh
             result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work,
                                 progress)
             report.tests.append(result)

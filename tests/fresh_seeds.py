@@ -28,34 +28,32 @@ from tests import mutants  # noqa: E402
 from tests.conftest import LESSONS  # noqa: E402
 
 
-def grade_reference(lesson, mode, repeat, folder):
-    path = Path(folder) / f"{lesson}.ipynb"
-    notebook.write(reference_notebook(lesson), path)
+def grade(lesson, mutant, args, folder):
+    """(report, seconds): the lesson's reference solution (mutant None) or a wrong submission, every check
+    `args.repeat` times."""
+    path = Path(folder) / f"{lesson}-{mutant.name if mutant else 'reference'}.ipynb"
+    if mutant:
+        mutants.write(lesson, mutant, path)
+    else:
+        notebook.write(reference_notebook(lesson), path)
     started = time.time()
-    report = run_lesson(lesson, path, mode, repeat=repeat)
+    report = run_lesson(lesson, path, args.mode, repeat=args.repeat, timeout=mutant.timeout if mutant else None)
     return report, time.time() - started
 
 
-def reference_verdicts(lesson, report, seconds, repeat):
+def reference_verdicts(lesson, mutant, report, seconds, args):
     """One line per lesson, one more per check that failed a run (a false failure)."""
     runs = sum(t.runs for t in report.tests)
     failed = sum(t.failed_runs for t in report.tests)
     static = sum(1 for t in report.tests if t.runs == 1)  # structure-only (or unmet TODO): not run
-    lines = [f"{lesson}: {len(report.tests) - static} checks run {repeat} times"
+    lines = [f"{lesson}: {len(report.tests) - static} checks run {args.repeat} times"
              + (f" (+ {static} checked once, statically)" if static else "")
              + f" = {runs} check runs, {failed} failed ({seconds:.0f} s)"]
     lines += [f"  FAILED {t.id}: {t.failed_runs} of {t.runs}: {t.message}" for t in report.tests if t.failed_runs]
     return lines, {"runs": runs, "failed": failed}
 
 
-def grade_mutant(lesson, mutant, mode, repeat, folder):
-    path = mutants.write(lesson, mutant, Path(folder) / f"{lesson}-{mutant.name}.ipynb")
-    started = time.time()
-    report = run_lesson(lesson, path, mode, repeat=repeat, timeout=mutant.timeout)
-    return report, time.time() - started
-
-
-def mutant_verdicts(lesson, mutant, report, seconds):
+def mutant_verdicts(lesson, mutant, report, seconds, args):
     """One line per mutant; problems (a lottery check, a `caught_by` check that passed a run) get their own."""
     failing = sorted(t.id for t in report.tests if t.failed_runs == t.runs)
     lottery = [t for t in report.tests if 0 < t.failed_runs < t.runs]
@@ -67,14 +65,14 @@ def mutant_verdicts(lesson, mutant, report, seconds):
     return lines, {"problems": len(lottery) + len(missed)}
 
 
-def grade_all(cases, grade, describe, jobs):
-    """Grade each case (a tuple of arguments), `jobs` at once; print its lines as it ends. Returns all the lines
-    and the sums of the counts that `describe` gave."""
+def grade_all(cases, describe, args):
+    """Grade each (lesson, mutant or None), `args.jobs` at once; print its lines as it ends. Returns all the
+    lines and the sums of the counts that `describe` gave."""
     lines, totals = [], Counter()
-    with tempfile.TemporaryDirectory() as folder, futures.ThreadPoolExecutor(jobs) as pool:
-        running = [(case, pool.submit(grade, *case, folder)) for case in cases]
+    with tempfile.TemporaryDirectory() as folder, futures.ThreadPoolExecutor(args.jobs) as pool:
+        running = [(case, pool.submit(grade, *case, args, folder)) for case in cases]
         for case, job in running:
-            found, counts = describe(*case, *job.result())
+            found, counts = describe(*case, *job.result(), args)
             print("\n".join(found), flush=True)
             lines += found
             totals.update(counts)
@@ -92,20 +90,20 @@ def main():
     args = parser.parse_args()
     if args.repeat < 2:
         parser.error("--repeat must be at least 2: one run cannot show a verdict that changes with the seed")
-    command = f"# python tests/fresh_seeds.py {'--mutants ' if args.mutants else ''}--mode {args.mode} --repeat {args.repeat}"
+    command = (f"# python tests/fresh_seeds.py {'--mutants ' if args.mutants else ''}--mode {args.mode} "
+               f"--repeat {args.repeat}")
     if args.mutants:
-        cases = [(lesson, m) for lesson in args.lessons for m in mutants.load(lesson) if args.mode == "gpu" or not m.gpu_only]
-        lines, totals = grade_all(cases, lambda lesson, m, folder: grade_mutant(lesson, m, args.mode, args.repeat, folder),
-                                  mutant_verdicts, args.jobs)
+        cases = [(lesson, m) for lesson in args.lessons for m in mutants.load(lesson)
+                 if args.mode == "gpu" or not m.gpu_only]
+        lines, totals = grade_all(cases, mutant_verdicts, args)
         header = f"{command}: every check of each wrong submission, {args.repeat} runs with fresh seeds"
-        bad, summary = totals["problems"], f"seed-dependent verdicts: {totals['problems']} in {len(cases)} wrong submissions"
+        bad = totals["problems"]
+        summary = f"seed-dependent verdicts: {bad} in {len(cases)} wrong submissions"
     else:
-        lines, totals = grade_all([(lesson,) for lesson in args.lessons],
-                                  lambda lesson, folder: grade_reference(lesson, args.mode, args.repeat, folder),
-                                  lambda lesson, report, seconds: reference_verdicts(lesson, report, seconds, args.repeat),
-                                  args.jobs)
+        lines, totals = grade_all([(lesson, None) for lesson in args.lessons], reference_verdicts, args)
         header = f"{command}: each check of each lesson's reference solution, {args.repeat} runs with fresh seeds"
-        bad, summary = totals["failed"], f"false failures: {totals['failed']} of {totals['runs']} check runs"
+        bad = totals["failed"]
+        summary = f"false failures: {bad} of {totals['runs']} check runs"
     lines = [header] + lines + [f"{summary} (mode {args.mode})"]
     print(lines[-1])
     if args.out:
