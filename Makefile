@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup build demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
+.PHONY: help setup sandbox build demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -26,6 +26,13 @@ $(VENV)/.installed: requirements.txt requirements-lock.txt
 	touch $@
 
 setup: $(VENV)/.installed ## create .venv with the pinned CPU torch, triton, nbgrader, jupyter
+
+sandbox: ## make sure bubblewrap (bwrap) is here: student code is graded inside it (grader/README.md)
+	@if command -v bwrap >/dev/null; then echo "bubblewrap: $$(bwrap --version)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	else echo "bubblewrap is missing: ask your administrator for the package 'bubblewrap' (apt, dnf, pacman all have it);"; \
+	  echo "without it grading still runs, but says in every check that submissions could read the course's files"; fi
 
 build: setup ## regenerate course/ and solutions/ from grader/source/
 	$(PY) -m grader build

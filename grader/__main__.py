@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import notebook, notebook_setup
+from . import notebook, notebook_setup, sandbox
 from .harness import ROOT, run_lesson, source_path
 
 
@@ -32,6 +32,7 @@ def cmd_check(args):
     mode, reason = notebook_setup.detect_mode(args.mode)
     if not args.json:
         print(f"Grading {args.notebook} as {args.lesson} — mode: {mode} ({reason})")
+        print("Sandbox: " + (sandbox.warning() or "on (bubblewrap): student code cannot read the course's files"))
 
     def show(result):
         if not args.json:

@@ -7,21 +7,20 @@ function (`ctx.call`), and judges the raw outputs here, in a process that never 
 import dataclasses
 import hashlib
 import os
-import pickle
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
-from multiprocessing import Pipe
 from pathlib import Path
 
 import torch
 
-from . import notebook, structure
+from . import notebook, sandbox, structure, wire
 from .notebook_checks import mismatch, unfinished_todos
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,28 +39,39 @@ class WorkerGone(Exception):
     pass
 
 
-class Worker:
-    """One child process running the student's program, with a time limit on every request."""
+MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
 
-    def __init__(self, mode, log_dir):
+
+class Worker:
+    """One child process running a program (the student's, or the reference for speed comparisons) inside the
+    sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
+    (grader/wire.py): nothing the worker sends is unpickled or executed here."""
+
+    def __init__(self, mode, program_text, scratch, logs, hidden=()):
         self.mode = mode
-        parent, child = Pipe()
-        self.log_path = Path(log_dir) / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
+        scratch, logs = Path(scratch), Path(logs)
+        logs.mkdir(parents=True, exist_ok=True)
+        sandbox.prepare(scratch, program_text)
+        self.log_path = logs / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
-        env = dict(os.environ, FA_MODE=mode, FA_QUIET="1",
-                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        env.pop("TRITON_INTERPRET", None)
-        if mode == "compile":  # kernels are compiled for GPU targets, never run: no interpreter, no GPU needed
-            env["FA_MODE"] = "structure"
-        elif mode == "interpreter":
-            env["TRITON_INTERPRET"] = "1"  # before any kernel in the student's program is defined
+        parent, child = socket.socketpair()
+        contained, _ = sandbox.status()
+        place = sandbox.INSIDE if contained else scratch  # the scratch folder as the worker sees it
+        argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno())]
+        env = sandbox.environment(mode, place / "home")
+        if contained:
+            argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden), {}
+        self.program_path = str(place / "submission.py")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "grader.worker", str(child.fileno())], pass_fds=[child.fileno()],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-            start_new_session=True)  # its own process group, so a hang is killed with its children
+            argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, cwd=scratch, start_new_session=True)  # its own process group, so a hang is killed with its children
         child.close()
         self.conn = parent
-        self.request("start", {"mode": mode}, timeout=60)
+        try:
+            self.request("start", {"mode": "structure" if mode == "compile" else mode}, timeout=120)
+        except BaseException:
+            self.close()
+            raise
 
     def output_tail(self, limit=1500):
         self.log.flush()
@@ -70,20 +80,35 @@ class Worker:
         return ("…" if len(data) > limit else "") + text.strip()
 
     def request(self, op, payload, timeout):
+        """The worker's reply to one request: {"ok": value} or {"error": [kind, text]}, type-checked."""
         try:
-            self.conn.send_bytes(pickle.dumps((op, payload)))  # plain pickle: tensors travel by value
-            if not self.conn.poll(timeout):
-                self.kill()
-                raise WorkerGone(f"timed out after {timeout:.0f} s (an endless loop, or a kernel that never "
-                                 "finishes?); the process running your code was stopped")
-            reply = pickle.loads(self.conn.recv_bytes())
-        except (EOFError, BrokenPipeError, ConnectionResetError):
+            wire.send_message(self.conn, wire.encode(dict(payload, op=op), keep_storage=True))
+            reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, timeout))
+        except wire.Timeout:
+            self.kill()
+            raise WorkerGone(f"timed out after {timeout:.0f} s (an endless loop, or a kernel that never "
+                             "finishes?); the process running your code was stopped")
+        except wire.TooLarge as size:
+            self.kill()
+            raise WorkerGone(f"your code sent back {int(str(size)) / 2**20:.0f} MB during `{op}`, more than the "
+                             f"{MAX_REPLY_BYTES / 2**20:.0f} MB a check accepts; the process was stopped")
+        except wire.WireError as error:
+            self.kill()
+            raise WorkerGone(f"the process running your code sent back something that is not plain data during "
+                             f"`{op}` ({error}); it was stopped")
+        except (EOFError, OSError):
             code = self.process.wait(timeout=10)
             why = f"killed by signal {-code}" if code and code < 0 else f"exit status {code}"
             tail = self.output_tail()
             raise WorkerGone(f"the process running your code died ({why}) during `{op}`; a crash, os._exit() "
                              "or an out-of-bounds store does this" + (f". Its last output:\n{tail}" if tail else ""))
-        return reply
+        if type(reply) is dict and set(reply) == {"ok"}:
+            return reply
+        if (type(reply) is dict and set(reply) == {"error"} and type(reply["error"]) is list
+                and len(reply["error"]) == 2 and all(type(x) is str for x in reply["error"])):
+            return reply
+        self.kill()
+        raise WorkerGone(f"the process running your code sent back a malformed reply during `{op}`; it was stopped")
 
     def kill(self):
         try:
@@ -95,7 +120,7 @@ class Worker:
     def close(self):
         if self.process.poll() is None:
             try:
-                self.conn.send_bytes(pickle.dumps(("stop", {})))
+                wire.send_message(self.conn, wire.encode({"op": "stop"}))
                 self.process.wait(timeout=10)
             except Exception:
                 self.kill()
@@ -153,6 +178,48 @@ TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention",
                        "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot")
 
 
+def nan_framed(value, margin=None):
+    """A floating-point tensor copied, at the same shape and strides, into a NaN-filled allocation: NaN before its
+    first element, after its last, and in the gaps of a view (x[:, :d]). A kernel that reads past a row or past the
+    end of a tensor without a mask then gets NaN, which shows in its output even where the value read would have
+    been multiplied by zero (0·NaN = NaN). Other values are returned as they are."""
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0 \
+            or any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
+        return value
+    extent = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
+    margin = min(extent, 1 << 20) if margin is None else margin
+    storage = torch.full((extent + 2 * margin,), float("nan"), dtype=value.dtype)
+    framed = storage.as_strided(value.shape, value.stride(), margin)
+    framed.copy_(value.detach())
+    return framed
+
+
+def _call_reply(name, reply):
+    """(out, grads, info) of a `call` reply, after checking that every part has the type the checks expect."""
+    def bad(what):
+        return CheckFailed(f"the process running `{name}` sent back a malformed record ({what}); was the grading "
+                           "process tampered with?")
+    if type(reply) is not list or len(reply) != 3 or type(reply[2]) is not dict:
+        raise bad("not [output, gradients, facts]")
+    out, grads, info = reply
+    expected = {"launched": list, "forbidden": list, "largest_numel": int, "largest_shape": list,
+                "inputs_modified": list, "seconds": (int, float)}
+    if set(info) != set(expected) or not all(isinstance(info[k], t) and type(info[k]) is not bool
+                                             for k, t in expected.items()):
+        raise bad("facts")
+    if not all(type(l) is list and len(l) == 3 and type(l[0]) is str and type(l[1]) is str and type(l[2]) is int
+               for l in info["launched"]):
+        raise bad("launched kernels")
+    if not all(type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is list
+               and all(type(s) is list and all(type(n) is int for n in s) for s in c[1]) for c in info["forbidden"]):
+        raise bad("torch calls")
+    if not all(type(n) is int for n in info["largest_shape"] + info["inputs_modified"]):
+        raise bad("sizes")
+    if grads is not None and type(grads) is not list:
+        raise bad("gradients")
+    return out, grads, info
+
+
 class Lesson:
     """The checks of one lesson, in the order they are graded."""
 
@@ -177,12 +244,15 @@ class Lesson:
 class Context:
     """What a check uses: inputs, calls into the worker, and verdicts with clear messages."""
 
-    def __init__(self, lesson, check, mode, worker, seed):
+    def __init__(self, lesson, check, mode, worker, seed, program="", reference=None):
         self.lesson, self.check, self.mode, self.worker = lesson, check, mode, worker
         self.seed = seed
         self.gen = torch.Generator().manual_seed(seed)
         self.gpu = mode == "gpu"
+        self.program = program          # the submission's program, as the judge made it (never read back from disk)
+        self._reference = reference     # () -> a Worker running the reference solution (speed comparisons)
         self.last_info = None
+        self.last_args = None
 
     # ── inputs ────────────────────────────────────────────────────────────────────────────────────
     def randn(self, *shape, dtype=torch.float32, scale=1.0):
@@ -192,36 +262,61 @@ class Context:
         return gpu if self.gpu else interpreter
 
     # ── calls into the student's code ─────────────────────────────────────────────────────────────
-    def _send(self, op, timeout=None, **payload):
-        reply = self.worker.request(op, payload, timeout or self.check.timeout)
-        if reply[0] == "error":
-            _, kind, text = reply
+    def _send(self, op, timeout=None, worker=None, **payload):
+        reply = (worker or self.worker).request(op, payload, timeout or self.check.timeout)
+        if "error" in reply:
+            kind, text = reply["error"]
             raise CheckFailed(f"{kind} while running your code: {text}")
-        return reply[1]
+        return reply["ok"]
 
     def call(self, name, *args, backward=None, allow_torch=False, **kwargs):
-        """Call the student's `name` in the worker; returns its output (and grads when backward= is given)."""
-        out, grads, info = self._send("call", name=name, args=args, kwargs=kwargs, backward=backward)
+        """Call the student's `name` in the worker; returns its output (and grads when backward= is given).
+        Floating-point tensor arguments travel inside NaN (nan_framed), so a read past a row or past the end of a
+        tensor shows in the output; `ctx.last_args` holds them as the worker got them."""
+        args = tuple(nan_framed(a) for a in args)
+        kwargs = {k: nan_framed(v) for k, v in kwargs.items()}
+        self.last_args = args
+        reply = self._send("call", name=name, args=list(args), kwargs=kwargs, backward=backward)
+        out, grads, info = _call_reply(name, reply)
         self.last_info = info
         for i in info["inputs_modified"]:
             raise CheckFailed(f"`{name}` changed its input argument {i} in place; inputs must stay unchanged")
-        for kernel in self.check.kernels:
-            if kernel not in info["launched"]:
-                raise CheckFailed(f"`{name}` did not launch `{kernel}`: the graded wrapper must run your Triton "
-                                  f"kernel (it launched {info['launched'] or 'no kernel'})")
+        self.kernels_launched_from_submission(name, info, self.check.kernels)
         if not allow_torch:
             self.no_forbidden_calls(name, info)
         return (out, grads) if backward is not None else out
+
+    def kernels_launched_from_submission(self, name, info, kernels):
+        """Each kernel in `kernels` was launched, and the launched kernel is the one defined in the submission's own
+        program under that name (not a kernel of the same name from anywhere else)."""
+        definitions = structure.definition_lines(self.program)
+        for kernel in kernels:
+            launches = [launch for launch in info["launched"] if launch[0] == kernel]
+            if not launches:
+                names = sorted({launch[0] for launch in info["launched"]})
+                raise CheckFailed(f"`{name}` did not launch `{kernel}`: the graded wrapper must run your Triton "
+                                  f"kernel (it launched {', '.join(names) or 'no kernel'})")
+            for _, filename, line in launches:
+                if filename != self.worker.program_path or line not in definitions.get(kernel, ()):
+                    raise CheckFailed(f"`{name}` launched a kernel named `{kernel}` that is not the one defined in "
+                                      "your notebook: the graded kernel must be your own code")
 
     def no_forbidden_calls(self, name, info, allowed=()):
         banned = [c for c in info["forbidden"] if c[0] in self.lesson.forbidden and c[0] not in allowed]
         if banned:
             op, shapes = banned[0]
-            raise CheckFailed(f"`{name}` called torch `{op}` on tensors of shapes {shapes}: this lesson asks you to "
-                              f"compute it yourself, so that call costs this check's points")
+            raise CheckFailed(f"`{name}` called torch `{op}` on tensors of shapes {[tuple(s) for s in shapes]}: this "
+                              "lesson asks you to compute it yourself, so that call costs this check's points")
 
     def bench(self, name, *args, key="student", backward=False, **kwargs):
-        return self._send("bench", name=name, args=args, kwargs=kwargs, key=key, backward=backward)
+        """Milliseconds of one call of `name` (the student's, or with key="reference" the reference solution's, timed
+        in a worker of its own that never ran student code)."""
+        worker = self._reference() if key == "reference" else self.worker
+        ms = self._send("bench", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
+                        backward=backward)
+        if type(ms) not in (int, float) or not ms > 0:
+            raise CheckFailed(f"timing `{name}` gave {wire.describe_type(ms)}, not a positive number of milliseconds")
+        return float(ms)
 
     def best_times(self, first, second, within, rounds=3):
         """(ms, ms): the best of up to `rounds` interleaved timings of two measurements (zero-argument callables).
@@ -244,13 +339,16 @@ class Context:
         return self.best_times(timing("student"), timing("reference"), slowdown_allowed, rounds)
 
     def load_reference(self):
-        path = Path(self.worker.log_path).with_suffix(".reference.py")
-        path.write_text(notebook.reference_program(notebook.read(source_path(self.lesson.id))))
-        return self._send("load", key="reference", path=str(path))
+        """Start the reference solution's worker now (before timings, so its start is not timed)."""
+        self._reference()
 
     def aot(self, kernel, signature, constexprs, capabilities=(80, 90), **options):
-        return self._send("aot", kernel=kernel, signature=signature, constexprs=constexprs,
-                          capabilities=capabilities, **options)
+        shared = self._send("aot", kernel=kernel, signature=signature, constexprs=constexprs,
+                            capabilities=list(capabilities), **options)
+        if type(shared) is not dict or not all(type(v) is int for v in shared.values()) \
+                or set(shared) != {str(c) for c in capabilities}:
+            raise CheckFailed(f"compiling `{kernel}` gave {wire.describe_type(shared)}, not the compiler's report")
+        return {int(cc): v for cc, v in shared.items()}
 
     # ── verdicts ──────────────────────────────────────────────────────────────────────────────────
     def fail(self, message):
@@ -302,13 +400,13 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress)."""
     from . import lessons
     lesson = lessons.get(lesson_id)
-    program, cell_problems = notebook.student_program(notebook.read(notebook_path),
-                                                      notebook.read(source_path(lesson_id)))
-    functions = notebook.function_sources(program)
+    source_nb = notebook.read(source_path(lesson_id))
+    program, cell_problems = notebook.student_program(notebook.read(notebook_path), source_nb)
+    submission = Submission(program, notebook.function_sources(program), cell_problems,
+                            structure.tampering(notebook.student_code(program)), sandbox.warning(),
+                            hidden=(Path(notebook_path).resolve().parent, Path.cwd()))
     report = Report(lesson_id, mode)
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
-    program_path = work / "submission.py"
-    program_path.write_text(program, encoding="utf-8")
     try:
         for check in lesson.checks:
             if only and check.id not in only:
@@ -317,8 +415,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
                 check = dataclasses.replace(check, timeout=timeout)
             fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
             seeds = [submission_seed(program, check.id)] + fresh
-            result = _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work,
-                                progress)
+            result = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
             report.tests.append(result)
             if log:
                 log(result)
@@ -327,33 +424,66 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     return report
 
 
-def _run_check(lesson, check, mode, program, program_path, functions, cell_problems, seeds, work, progress=None):
+@dataclass
+class Submission:
+    program: str            # what a worker runs (notebook.student_program)
+    functions: dict         # {name: source} of its top-level functions
+    cell_problems: list     # cells that could not be graded (syntax errors)
+    tampering: list         # constructs that reach into the grading process (structure.tampering)
+    not_contained: str      # why the worker runs outside the sandbox (None when it runs inside)
+    hidden: tuple = ()      # folders the sandbox hides even where they lie inside one it shows (the course's)
+
+
+def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None):
     def verdict(passed, message, runs=1, failed_runs=None):
         tag = f"[mode: {mode}]"
-        return Result(check.id, check.points if passed else 0.0, check.points, passed,
-                      f"{check.title} {tag}: " + ("ok" + (f" — {message}" if message else "") if passed else message),
+        text = f"{check.title} {tag}: " + ("ok" + (f" — {message}" if message else "") if passed else message)
+        if submission.not_contained:
+            text += f"\n⚠ {submission.not_contained}"
+        return Result(check.id, check.points if passed else 0.0, check.points, passed, text,
                       runs, (0 if passed else runs) if failed_runs is None else failed_runs)
 
-    problem = static_problems(lesson, check, program, functions)
+    program = submission.program
+    problem = static_problems(lesson, check, program, submission.functions)
     if problem:
-        return verdict(False, problem + ("; " + "; ".join(cell_problems) if cell_problems else ""))
-    if mode not in check.modes:
+        return verdict(False, problem + ("; " + "; ".join(submission.cell_problems) if submission.cell_problems else ""))
+    if submission.tampering:
+        return verdict(False, structure.tampering_message(submission.tampering, program))
+    if mode not in check.modes or check.compile_only:
         problem = structure.check_structure(lesson, check, program)
-        return verdict(not problem, problem or "structure only: the code was not run")
-    worker = None
+        if problem or mode not in check.modes:
+            return verdict(not problem, problem or "structure only: the code was not run")
+    workers = []
+
+    def start(program_text, folder):
+        workers.append(Worker("compile" if check.compile_only else mode, program_text, work / folder, work / "logs",
+                              submission.hidden))
+        return workers[-1]
+
+    def reference():
+        if len(workers) < 2:  # the reference solution runs in a worker of its own, never beside student code
+            start(notebook.reference_program(source_nb), "reference")
+            loaded = workers[-1].request("load", {"key": "student", "path": workers[-1].program_path},
+                                         timeout=check.timeout)
+            if "error" in loaded:
+                raise RuntimeError(f"the reference solution failed to load: {loaded['error']}")
+        return workers[1]
+
     try:
-        worker = Worker("compile" if check.compile_only else mode, work)
-        loaded = worker.request("load", {"key": "student", "path": str(program_path)}, timeout=check.timeout)
-        if loaded[0] == "error":
-            return verdict(False, f"your notebook's code failed to load: {loaded[2]}")
+        worker = start(program, "submission")
+        loaded = worker.request("load", {"key": "student", "path": worker.program_path}, timeout=check.timeout)
+        if "error" in loaded:
+            return verdict(False, f"your notebook's code failed to load: {loaded['error'][1]}")
         failures, note = [], None
         for run, seed in enumerate(seeds, 1):
             try:
-                note = check.fn(Context(lesson, check, mode, worker, seed))
+                note = check.fn(Context(lesson, check, mode, worker, seed, program, reference))
             except CheckFailed as failure:
                 failures.append(f"{failure} (seed {seed})")
             if progress:
                 progress(check.id, run, len(seeds), len(failures))
+        if note is not None and type(note) is not str:
+            raise TypeError(f"check {check.id} returned {type(note).__name__}, not a note")
         if failures:
             runs = f"failed {len(failures)} of {len(seeds)} runs with fresh seeds; the first: " if len(seeds) > 1 else ""
             return verdict(False, runs + failures[0], len(seeds), len(failures))
@@ -365,5 +495,5 @@ def _run_check(lesson, check, mode, program, program_path, functions, cell_probl
         return verdict(False, "the grader itself failed on this check; tell your instructor:\n"
                        + traceback.format_exc(limit=4))
     finally:
-        if worker:
+        for worker in workers:
             worker.close()

@@ -117,8 +117,20 @@ def student_program(nb, source_nb=None):
                 problems.append(f"cell {number} has a SyntaxError at its line {error.lineno}: {error.msg}; "
                                 "nothing in that cell could be graded")
                 continue
-        blocks.append(f"# ── cell {number} " + "─" * 40 + "\n" + code)
+        header = f"# ── cell {number}" + (", locked " if trusted is not None else " ")
+        blocks.append(header + "─" * 40 + "\n" + code)
     return "\n\n".join(blocks) + "\n", problems
+
+
+def student_code(program):
+    """The program with the course's locked cells blanked out (same line numbers): what the learner wrote."""
+    lines, locked = program.split("\n"), False
+    for i, line in enumerate(lines):
+        if line.startswith("# ── cell "):
+            locked = line.startswith("# ── cell ") and ", locked " in line
+        elif locked:
+            lines[i] = ""
+    return "\n".join(lines)
 
 
 def filled(release_nb, source_nb):

@@ -58,3 +58,105 @@ def check_structure(lesson, check, program):
         if missing:
             return f"`{name}` does not use {', '.join(missing)}, which this computation needs"
     return None
+
+
+def definition_lines(program):
+    """{name: {lines}} of each top-level function: its decorators' lines and its `def` line (where Python and Triton
+    say the function starts)."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return {}
+    return {n.name: {n.lineno, *(d.lineno for d in n.decorator_list)}
+            for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+# ── code that reaches into the grading process ───────────────────────────────────────────────────────
+# What the worker measures about a submission (kernels launched, torch calls, the largest tensor, inputs changed)
+# is measured in the process that runs it, so code that reaches into that process could forge it: through the
+# module registry, stack frames, the garbage collector, the object graph (dunder attributes), private torch or
+# Triton internals, raw file descriptors (the worker's socket), dynamic code, or by patching a module. The judge
+# reads the learner's own cells (never the worker's account of them) and refuses these capabilities up front.
+REACHING_MODULES = {"gc", "sys", "os", "inspect", "importlib", "ctypes", "builtins", "socket", "subprocess",
+                    "multiprocessing", "threading", "_thread", "signal", "pickle", "marshal", "types", "io", "weakref",
+                    "atexit", "faulthandler", "code", "dis", "traceback", "shutil", "pathlib", "tempfile", "runpy",
+                    "site", "operator", "grader", "wire", "worker", "cffi", "mmap", "fcntl", "resource", "pty"}
+REACHING_NAMES = REACHING_MODULES | {"eval", "exec", "compile", "__import__", "globals", "locals", "vars", "getattr",
+                                     "setattr", "delattr", "open", "breakpoint", "memoryview"}
+REACHING_ATTRIBUTES = {"f_back", "f_globals", "f_locals", "f_builtins", "f_code", "tb_frame", "tb_next", "gi_frame",
+                       "cr_frame", "ag_frame", "gi_code", "overrides", "ctypeslib", "ctypes"}
+# files through torch or numpy (torch.load unpickles, so it runs code chosen by the file)
+FILE_ATTRIBUTES = {"load", "loads", "save", "from_file", "fromfile", "tofile", "memmap", "loadtxt", "savetxt",
+                   "genfromtxt", "fromregex", "serialization", "hub", "package", "library", "load_library",
+                   "cpp_extension"}
+HARMLESS_DUNDERS = {"__name__", "__file__", "__doc__", "__init__"}
+
+
+def tampering(code):
+    """[(line, what)] for each construct in `code` (the learner's cells, notebook.student_code) that could reach into
+    the grading process or patch a module; [] for ordinary code."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    modules = {"torch", "triton", "tl", "F", "math", "np", "numpy", "time", "functools", "itertools", "os", "sys"}
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    file_modules = {"torch", "np", "numpy"}  # torch.load, np.fromfile, … (not tl.load: Triton's loads are fine)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if isinstance(node, ast.Import):
+            file_modules.update((a.asname or a.name).split(".")[0] for a in node.names
+                                if a.name.split(".")[0] in ("torch", "numpy"))
+    found = []
+
+    def flag(node, what):
+        found.append((node.lineno, what))
+
+    def root(node):
+        while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+            node = node.func if isinstance(node, ast.Call) else node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] in REACHING_MODULES or any(p.startswith("_") or p == "overrides" for p in parts):
+                    flag(node, f"`import {alias.name}`")
+        elif isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            names = [a.name for a in node.names]
+            if node.level or parts[0] in REACHING_MODULES or any(p.startswith("_") or p == "overrides" for p in parts) \
+                    or any(n.startswith("_") or n == "*" for n in names):
+                flag(node, f"`from {'.' * node.level}{node.module or ''} import {', '.join(names)}`")
+        elif isinstance(node, ast.Name):
+            reads_environment = (node.id == "os" and isinstance(parents.get(node), ast.Attribute)
+                                 and parents[node].attr == "environ")  # os.environ.get("TRITON_INTERPRET")
+            if reads_environment:
+                continue
+            if node.id in REACHING_NAMES or (node.id.startswith("__") and node.id not in HARMLESS_DUNDERS):
+                flag(node, f"`{node.id}`")
+        elif isinstance(node, ast.Attribute):
+            if (node.attr.startswith("_") and node.attr not in HARMLESS_DUNDERS) or node.attr in REACHING_ATTRIBUTES \
+                    or (node.attr in FILE_ATTRIBUTES and root(node) in file_modules):
+                flag(node, f"`.{node.attr}`")
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for t in ast.walk(target):
+                    if isinstance(t, (ast.Attribute, ast.Subscript)) and root(t) in modules:
+                        flag(node, f"a change to `{root(t)}` (`{ast.unparse(t)[:60]}`)")
+                        break
+    return sorted(set(found))
+
+
+def tampering_message(found, program):
+    from .worker import cell_and_line
+    line, what = found[0]
+    more = f" (and {len(found) - 1} more such place{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
+    code = program.split("\n")[line - 1].strip() if 0 < line <= program.count("\n") + 1 else ""
+    return (f"your code uses {what} ({cell_and_line(program, line)}: `{code[:100]}`){more}. Code that could reach into the "
+            "grading process (the module registry, stack frames, the garbage collector, private torch or Triton "
+            "internals, files and sockets, eval/exec, patched modules) is not allowed in a submission, because the "
+            "grader could no longer trust what it measures; remove it. Attention needs none of it")

@@ -1,49 +1,36 @@
 """The process that runs student code. The judge (grader.harness) never does.
 
-Started by grader.harness.Worker as `python -m grader.worker FD`; it talks over the socket FD in
-pickled messages and executes the student's program only inside this process, so a crash, a hang, an
-illegal memory access or a monkey-patch costs nothing outside it. It returns raw outputs; the judge
-compares them with references it computed itself.
+Started by grader.harness.Worker inside the sandbox (grader/sandbox.py) as `python worker.py FD`: this file and
+wire.py are the only course files it can see, next to the submission's program. It talks over the socket FD in
+plain data (wire.py: JSON and raw tensor bytes, never pickle), executes the student's program only inside this
+process, so a crash, a hang, an illegal memory access or a monkey-patch costs nothing outside it, and sends back
+raw outputs; the judge compares them with references it computed itself.
+
+What this process measures about the student's code (kernels launched, forbidden torch calls, the largest
+tensor, inputs changed in place) is measured in the same process as that code, so code that reaches into this
+process could forge it; grader/README.md says which verdicts rest on these facts and how the judge guards them.
 """
 import os
-import pickle
+import socket
 import sys
 import time
 import traceback
-from multiprocessing.connection import Connection
+
+try:
+    from . import wire  # imported as grader.worker (tests, tools)
+except ImportError:
+    import wire  # run as a script in the sandbox, where only this file and wire.py are
 
 # torch calls recorded during a graded call (each lesson decides which of them it forbids)
 FORBIDDEN_WATCH = {
     "softmax", "log_softmax", "special_softmax", "_softmax", "softmin", "scaled_dot_product_attention",
     "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention", "_flash_attention_forward",
+    "flex_attention", "multi_head_attention_forward",
     "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot",
 }
 EMPTY_FACTORIES = {"empty", "empty_like", "empty_strided", "new_empty"}
-
-
-def _to_device(value, device):
-    import torch
-    if isinstance(value, torch.Tensor):
-        if value.device.type == device:
-            return value
-        if value.is_contiguous():
-            return value.to(device)
-        # A view with gaps (x[:, :n]) would become contiguous on copy: copy its storage, keep its strides.
-        flat = torch.empty(0, dtype=value.dtype).set_(value.untyped_storage())
-        return flat.to(device).as_strided(value.shape, value.stride(), value.storage_offset())
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_device(v, device) for v in value)
-    return value
-
-
-def _to_cpu(value):
-    import torch
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_to_cpu(v) for v in value)
-    return value
+MAX_REQUEST_BYTES = 1 << 36
 
 
 def _same_bits(a, b):
@@ -72,8 +59,8 @@ def _watchers():
             name = getattr(func, "__name__", str(func))
             result = func(*args, **kwargs)
             if name in FORBIDDEN_WATCH:
-                shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
-                self.calls.append((name, shapes))
+                shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+                self.calls.append([name, shapes])
             if name in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.is_floating_point():
                 with torch.no_grad():
                     result.fill_(float("nan"))  # poison: an element the kernel forgets to write shows as NaN
@@ -82,17 +69,27 @@ def _watchers():
     class Largest(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.numel, self.shape = 0, ()
+            self.numel, self.shape = 0, []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
             for t in (out if isinstance(out, (tuple, list)) else [out]):
                 # floating-point only: Triton's autotuner allocates a 256 MB int32 buffer to flush the L2 cache
                 if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > self.numel:
-                    self.numel, self.shape = t.numel(), tuple(t.shape)
+                    self.numel, self.shape = t.numel(), list(t.shape)
             return out
 
     return Watch(), Largest()
+
+
+def _kernel_origin(kernel):
+    """[name, file, first line] of the Python function behind a launched Triton kernel."""
+    fn = kernel
+    while hasattr(fn, "fn") and not hasattr(fn, "__code__"):
+        fn = fn.fn
+    code = getattr(fn, "__code__", None)
+    name = getattr(kernel, "__name__", None) or getattr(fn, "__name__", "?")
+    return [str(name), code.co_filename if code else "?", code.co_firstlineno if code else 0]
 
 
 class Session:
@@ -100,11 +97,12 @@ class Session:
         self.mode = mode
         self.device = "cuda" if mode == "gpu" else "cpu"
         self.namespaces = {}
+        self.programs = {}
         self.launched = []
         self._hook_kernel_launches()
 
     def _hook_kernel_launches(self):
-        # Record each Triton kernel launched, whether compiled or interpreted, by name.
+        # Record each Triton kernel launched, whether compiled or interpreted, with where it was defined.
         try:
             from triton.runtime.jit import JITFunction
             from triton.runtime.interpreter import InterpretedFunction
@@ -115,26 +113,29 @@ class Session:
             original = cls.run
 
             def run(self, *args, __original=original, **kwargs):
-                launched.append(getattr(self, "__name__", None) or getattr(self.fn, "__name__", "?"))
+                launched.append(_kernel_origin(self))
                 return __original(self, *args, **kwargs)
             cls.run = run
 
     def load(self, key, path):
         namespace = {"__name__": f"submission_{key}", "__file__": path}
         with open(path, encoding="utf-8") as f:
-            code = compile(f.read(), path, "exec")
+            self.programs[path] = f.read()
+        code = compile(self.programs[path], path, "exec")
         started = time.time()
         exec(code, namespace)  # a real file, so Triton can read each kernel's source
         self.namespaces[key] = namespace
-        names = sorted(k for k in namespace if not k.startswith("__"))
-        return {"names": names, "seconds": time.time() - started}
+        return {"seconds": time.time() - started}
 
-    def call(self, name, args, kwargs, key="student", backward=None, watch=True):
-        import torch
-        fn = self.namespaces[key].get(name)
+    def _function(self, key, name):
+        fn = self.namespaces.get(key, {}).get(name)
         if fn is None:
             raise LookupError(f"`{name}` is not defined in the notebook")
-        args, kwargs = _to_device(args, self.device), _to_device(kwargs, self.device)
+        return fn
+
+    def call(self, name, args, kwargs, key="student", backward=None):
+        import torch
+        fn = self._function(key, name)
         if backward is not None:
             for a in args:
                 if isinstance(a, torch.Tensor) and a.is_floating_point():
@@ -143,31 +144,29 @@ class Session:
         watch_mode, largest = _watchers()
         del self.launched[:]
         started = time.time()
-        if watch:
-            with largest, watch_mode:
-                out = fn(*args, **kwargs)
-        else:
+        with largest, watch_mode:
             out = fn(*args, **kwargs)
         grads = None
         if backward is not None:
-            grad_out = _to_device(backward, self.device)
             with watch_mode:
-                torch.autograd.backward(out, grad_out)
+                torch.autograd.backward(out, backward)
             grads = [a.grad if isinstance(a, torch.Tensor) else None for a in args]
         if self.device == "cuda":
             torch.cuda.synchronize()
         seconds = time.time() - started
         modified = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same_bits(a, b)]
-        info = {"launched": sorted(set(self.launched)), "forbidden": watch_mode.calls,
-                "largest_numel": largest.numel, "largest_shape": largest.shape,
-                "inputs_modified": modified, "seconds": seconds}
-        return _to_cpu(out), _to_cpu(grads), info
+        launched = []
+        for origin in self.launched:
+            if origin not in launched:
+                launched.append(origin)
+        info = {"launched": launched, "forbidden": watch_mode.calls, "largest_numel": largest.numel,
+                "largest_shape": largest.shape, "inputs_modified": modified, "seconds": seconds}
+        return [out, grads, info]
 
     def bench(self, name, args, kwargs, key="student", backward=False, reps=None):
         """Median milliseconds of one call (forward, or forward+backward), timed on this device."""
         import torch
-        fn = self.namespaces[key][name]
-        args = _to_device(args, self.device)
+        fn = self._function(key, name)
         if backward:
             args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in args]
             out = fn(*args, **kwargs)
@@ -177,7 +176,7 @@ class Session:
             run = lambda: fn(*args, **kwargs)
         if self.device == "cuda":
             import triton.testing
-            return triton.testing.do_bench(run, warmup=25, rep=reps or 100)
+            return float(triton.testing.do_bench(run, warmup=25, rep=reps or 100))
         times = []
         for _ in range(reps or 3):
             started = time.perf_counter()
@@ -189,9 +188,7 @@ class Session:
         """Compile a kernel ahead of time for real GPUs; returns {capability: shared memory bytes}."""
         import triton
         from triton.backends.compiler import GPUTarget
-        fn = self.namespaces["student"].get(kernel)
-        if fn is None:
-            raise LookupError(f"`{kernel}` is not defined in the notebook")
+        fn = self._function("student", kernel)
         while not isinstance(fn, triton.runtime.jit.JITFunction) and hasattr(fn, "fn"):
             fn = fn.fn  # autotuner / heuristics wrapper
         if not isinstance(fn, triton.runtime.jit.JITFunction):
@@ -203,44 +200,76 @@ class Session:
                 options["num_stages"] = num_stages
             source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
             compiled = triton.compile(source, target=GPUTarget("cuda", cc, 32), options=options)
-            shared[cc] = compiled.metadata.shared
+            shared[str(cc)] = int(compiled.metadata.shared)
         return shared
 
+    def where(self, filename, lineno):
+        text = self.programs.get(filename)
+        return None if text is None else cell_and_line(text, lineno)
 
-def describe(error):
-    """The last frames of a traceback that are in the student's program, plus the error."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "submission" in (f.filename or "")]
-    where = "".join(f"  line {f.lineno} of the notebook program: {f.line}\n" for f in frames[-3:])
-    return f"{type(error).__name__}: {str(error).strip()[:1500]}" + (f"\n{where}" if where else "")
+
+def cell_and_line(program, lineno):
+    """'cell N, line L' for a line of a program made by grader.notebook.student_program (cells marked `# ── cell N`)."""
+    lines = program.split("\n")
+    for i in range(min(lineno, len(lines)) - 1, -1, -1):
+        if lines[i].startswith("# ── cell "):
+            return f"cell {lines[i].split()[3].rstrip(',')}, line {lineno - i - 1}"
+    return f"line {lineno}"
+
+
+def describe(error, session):
+    """The error and the last frames of it that are in the learner's own cells (not the grader's, not Triton's)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if session and f.filename in session.programs]
+    where = "".join(f"  in your notebook, {session.where(f.filename, f.lineno)}: {(f.line or '').strip()}\n"
+                    for f in frames[-3:])
+    text = str(error).strip()
+    if len(text) > 1500:
+        text = text[:1500] + " …"
+    return f"{type(error).__name__}: {text}" + (f"\n{where.rstrip()}" if where else "")
 
 
 def main(fd):
-    conn = Connection(fd)
+    channel = socket.socket(fileno=fd)
     os.environ.setdefault("FA_QUIET", "1")
     session = None
     while True:
         try:
-            request = pickle.loads(conn.recv_bytes())
+            request = wire.decode(wire.recv_message(channel, MAX_REQUEST_BYTES),
+                                  device=session.device if session else "cpu")
         except EOFError:
             return
-        op, payload = request
+        op = request.pop("op")
         try:
             if op == "start":
-                session = Session(payload["mode"])
-                reply = ("ok", None)
+                session = Session(request["mode"])
+                reply = {"ok": None}
             elif op == "stop":
-                conn.send_bytes(pickle.dumps(("ok", None)))
+                wire.send_message(channel, wire.encode({"ok": None}))
                 return
             else:
-                reply = ("ok", getattr(session, op)(**payload))
+                reply = {"ok": getattr(session, op)(**request)}
         except BaseException as error:  # SystemExit from student code too: report it, keep serving
-            reply = ("error", type(error).__name__, describe(error))
+            reply = {"error": [type(error).__name__, describe(error, session)]}
         try:
-            conn.send_bytes(pickle.dumps(reply))
-        except Exception as error:  # an output that cannot be pickled
-            conn.send_bytes(pickle.dumps(("error", type(error).__name__, f"could not return the result: {error}")))
+            if "ok" in reply and op == "call":
+                reply["ok"][0:2] = [_plain(reply["ok"][0]), _plain(reply["ok"][1])]
+            message = wire.encode(reply)
+        except BaseException as error:  # e.g. a tensor subclass whose methods raise
+            message = wire.encode({"error": [type(error).__name__, f"could not send the result back: {error}"[:1500]]})
+        wire.send_message(channel, message)
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def _plain(value, depth=0):
+    """Outputs detached and on the CPU (what the judge compares); anything else travels as wire.Foreign."""
+    import torch
+    if type(value) is torch.Tensor:
+        return value.detach().cpu()
+    if type(value) in (list, tuple) and depth < wire.MAX_DEPTH:
+        return [_plain(v, depth + 1) for v in value]
+    return value
 
 
 if __name__ == "__main__":

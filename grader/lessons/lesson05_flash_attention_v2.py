@@ -7,7 +7,6 @@ References are computed here, in the judge, in float64 with PyTorch autograd.
 """
 import ast
 import math
-from pathlib import Path
 
 import torch
 
@@ -35,9 +34,8 @@ F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
 # ── helpers ──────────────────────────────────────────────────────────────────────────────────────────
 def _program(ctx):
-    """The submission's program text (the harness writes it next to the worker's log)."""
-    path = Path(ctx.worker.log_path).parent / "submission.py"
-    return path.read_text(encoding="utf-8") if path.exists() else ""
+    """The submission's program text, as the judge made it."""
+    return ctx.program
 
 
 def _glue_done(ctx, backward):
@@ -100,11 +98,8 @@ def _run(ctx, q, k, v, causal, sm_scale=None, dout=None):
     _glue_done(ctx, dout is not None)
     kwargs = {"causal": causal} if sm_scale is None else {"causal": causal, "sm_scale": sm_scale}
     result = ctx.call("flash_attention", q, k, v, backward=dout, **kwargs)
-    launched = ctx.last_info["launched"]
-    for kernel in BWD_KERNELS if dout is not None else FWD_KERNELS:
-        if kernel not in launched:
-            ctx.fail(f"`flash_attention` did not launch `{kernel}` ({'forward and backward' if dout is not None else 'forward'}"
-                     f"; it launched {launched or 'no kernel'}): the kernels must do the work")
+    ctx.kernels_launched_from_submission("flash_attention", ctx.last_info,
+                                         BWD_KERNELS if dout is not None else FWD_KERNELS)
     return result
 
 

@@ -1,0 +1,170 @@
+"""The operating-system boundary around student code (COURSE_SPEC §5, grader/README.md "What a submission can do").
+
+Every worker (grader/worker.py) runs inside bubblewrap (`bwrap`): its own user, mount, PID, network and IPC
+namespaces, no capabilities, no network, a fresh /tmp, and a filesystem view that holds only
+  - the system's programs and libraries (/usr, /bin, /lib*, /etc) and the Python environment (its prefixes and
+    the folders on sys.path), read-only; this repository is not in it, but for its virtual environment;
+  - /sandbox: the submission's program and the two worker files (read-only) and a scratch home (writable);
+  - /dev (minimal, plus the NVIDIA device nodes on a GPU machine), /proc of its own, /sys read-only.
+So the process that runs a submission cannot read the source notebooks, solutions/, grader/lessons/, the gradebook
+or other submissions, and cannot write anywhere but its scratch home and /tmp. bwrap needs no root: it uses
+unprivileged user namespaces (on by default in current Linux distributions).
+
+FA_SANDBOX=auto (default) uses bwrap when it works here and otherwise grades uncontained, saying so in every
+check's message; FA_SANDBOX=require refuses to grade without it (CI); FA_SANDBOX=off never uses it.
+FA_BWRAP names the bwrap binary (default: the one on PATH).
+"""
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER_FILES = [Path(__file__).resolve().parent / name for name in ("worker.py", "wire.py")]
+INSIDE = Path("/sandbox")                        # where the scratch folder appears inside the sandbox
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+PASSED_ENV = ("LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL", "TZ")
+PASSED_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "PYTORCH_", "TORCH_")
+NOT_CONTAINED = ("not contained: {why}. While this ran, the submission's code could read every file this user can "
+                 "read, the course's answers included")
+
+
+class Unavailable(RuntimeError):
+    pass
+
+
+def _bwrap():
+    return os.environ.get("FA_BWRAP") or shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(bwrap):
+    """None when bwrap can make a sandbox here, else why not."""
+    if not bwrap:
+        return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: `apt-get install bubblewrap`)"
+    try:
+        done = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap could not run ({error})"
+    if done.returncode != 0:
+        return (f"bwrap cannot make a sandbox here ({done.stderr.strip()[:300]}); unprivileged user namespaces "
+                "may be switched off (sysctl kernel.unprivileged_userns_clone / user.max_user_namespaces)")
+    return None
+
+
+def status():
+    """(contained, why): whether workers run in the sandbox, and if not, why."""
+    setting = os.environ.get("FA_SANDBOX", "auto")
+    if setting not in ("auto", "require", "off"):
+        raise Unavailable(f"FA_SANDBOX={setting!r}: use auto, require or off")
+    if setting == "off":
+        return False, "FA_SANDBOX=off"
+    problem = _probe(_bwrap())
+    if problem and setting == "require":
+        raise Unavailable(f"FA_SANDBOX=require, but {problem}")
+    return problem is None, problem or "bubblewrap"
+
+
+def warning():
+    """The sentence every check's message carries when grading is not contained (None when it is)."""
+    contained, why = status()
+    return None if contained else NOT_CONTAINED.format(why=why)
+
+
+def _python_dirs():
+    """The folders the Python interpreter and its packages live in (existing ones, outermost first)."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    dirs.update(p for p in sys.path if p)
+    dirs.update(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
+    dirs.update(p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p)
+    found = set()
+    for d in dirs:
+        path = Path(d).resolve()
+        if path.is_file():  # a zip on sys.path
+            path = path.parent
+        if not path.is_dir() or path == Path("/"):
+            continue
+        if path == ROOT or (ROOT in path.parents and not _inside_prefix(path)):
+            continue  # the repository itself (on sys.path so the judge can import grader) stays out
+        found.add(path)
+    # the interpreter binary may be a link out of the prefix (a venv): bind where it really lives
+    found.add(Path(os.path.realpath(sys.executable)).parent.parent)
+    return sorted(found, key=lambda p: len(p.parts))
+
+
+def _inside_prefix(path):
+    return any(Path(p).resolve() in (path, *path.parents) for p in (sys.prefix, sys.exec_prefix))
+
+
+def command(argv, scratch, env, gpu, hidden=()):
+    """The bwrap command line that runs `argv` (paths inside the sandbox) in a sandbox whose /sandbox is the folder
+    `scratch`; `env` is the whole environment inside. The repository and the folders in `hidden` (the course being
+    graded, the submission's folder) never show, even when they lie inside a folder the sandbox needs."""
+    args = [_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
+            "--dev", "/dev", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--tmpfs", "/tmp"]
+    if gpu:
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+    bound = []
+    for d in SYSTEM_DIRS:
+        if os.path.lexists(d):
+            args += ["--ro-bind", d, d] if not os.path.islink(d) else ["--symlink", os.readlink(d), d]
+            bound.append(Path(d))
+    python_dirs = _python_dirs()  # outermost first; /tmp is an empty tmpfs by now, so a venv under /tmp works too
+    for d in python_dirs:
+        if not any(b == d or b in d.parents for b in bound):
+            args += ["--ro-bind", str(d), str(d)]
+            bound.append(d)
+    # A secret folder that shows through a folder bound above (a repository under /usr or under a Python prefix, a
+    # course folder beside a virtual environment) is hidden under an empty tmpfs; then the Python folders inside it
+    # are bound again.
+    masked = []
+    for secret in sorted({Path(p).resolve() for p in (ROOT, *hidden)}, key=lambda p: len(p.parts)):
+        if secret == Path("/") or any(secret == Path(d) or secret in Path(d).parents for d in SYSTEM_DIRS):
+            continue
+        if any(m == secret or m in secret.parents for m in masked):
+            continue
+        if any(b == secret or b in secret.parents or secret in b.parents for b in bound):
+            args += ["--tmpfs", str(secret)]
+            masked.append(secret)
+    for d in python_dirs:
+        if any(m == d or m in d.parents for m in masked):
+            args += ["--ro-bind", str(d), str(d)]
+    args += ["--bind", str(scratch), str(INSIDE), "--chdir", str(INSIDE)]
+    for name in ("submission.py", "worker"):  # read-only inside: the judge reads nothing back from them
+        if (Path(scratch) / name).exists():
+            args += ["--ro-bind", str(Path(scratch) / name), str(INSIDE / name)]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args + ["--"] + list(argv)
+
+
+def prepare(scratch, program_text):
+    """Lay out a scratch folder: the program, the worker's two files, a writable home. Returns the worker's argv
+    and the program's path, both as seen from inside (or from outside, when not contained)."""
+    scratch = Path(scratch)
+    (scratch / "worker").mkdir(parents=True, exist_ok=True)
+    (scratch / "home").mkdir(exist_ok=True)
+    for path in WORKER_FILES:
+        shutil.copy(path, scratch / "worker" / path.name)
+    (scratch / "submission.py").write_text(program_text, encoding="utf-8")
+
+
+def environment(mode, home):
+    """The worker's whole environment: a short allow-list of the judge's, and the grading mode's variables."""
+    env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+    pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                  if p and Path(p).resolve() != ROOT and ROOT not in Path(p).resolve().parents]
+    env.update({"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+                "HOME": str(home), "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+                "TRITON_CACHE_DIR": str(Path(home) / ".triton" / "cache"),
+                "FA_MODE": "structure" if mode == "compile" else mode, "FA_QUIET": "1",
+                "PYTHONPATH": os.pathsep.join(pythonpath)})
+    env.pop("TRITON_INTERPRET", None)
+    if mode == "interpreter":
+        env["TRITON_INTERPRET"] = "1"  # before any kernel in the student's program is defined
+    return env
