@@ -69,7 +69,8 @@ def generate_release(lesson_ids_, out_dir):
         shutil.copytree(SOURCE_DIR, Path(tmp) / "source")
         # the config imports grader.nbgrader_plugins: the repo must be importable, or nbgrader silently
         # ignores the whole config (and writes its default stub)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+                   PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))  # alembic
         for lesson in lesson_ids_:
             done = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", lesson, "--force",
                                    "--log-level=WARN"], cwd=tmp, capture_output=True, text=True, env=env)

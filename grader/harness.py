@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from . import notebook, sandbox, structure, wire
-from .notebook_checks import mismatch, unfinished_todos
+from .notebook_checks import mismatch, nan_framed, unfinished_todos
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = Path(__file__).resolve().parent / "source"
@@ -55,7 +55,7 @@ class Worker:
         self.log_path = logs / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         parent, child = socket.socketpair()
-        contained, _ = sandbox.status()
+        self.contained = contained = sandbox.status()[0]
         place = sandbox.INSIDE if contained else scratch  # the scratch folder as the worker sees it
         argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno())]
         env = sandbox.environment(mode, place / "home")
@@ -97,8 +97,7 @@ class Worker:
             raise WorkerGone(f"the process running your code sent back something that is not plain data during "
                              f"`{op}` ({error}); it was stopped")
         except (EOFError, OSError):
-            code = self.process.wait(timeout=10)
-            why = f"killed by signal {-code}" if code and code < 0 else f"exit status {code}"
+            why = _death(self.process.wait(timeout=10), self.contained)
             tail = self.output_tail()
             raise WorkerGone(f"the process running your code died ({why}) during `{op}`; a crash, os._exit() "
                              "or an out-of-bounds store does this" + (f". Its last output:\n{tail}" if tail else ""))
@@ -178,20 +177,17 @@ TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention",
                        "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot")
 
 
-def nan_framed(value, margin=None):
-    """A floating-point tensor copied, at the same shape and strides, into a NaN-filled allocation: NaN before its
-    first element, after its last, and in the gaps of a view (x[:, :d]). A kernel that reads past a row or past the
-    end of a tensor without a mask then gets NaN, which shows in its output even where the value read would have
-    been multiplied by zero (0·NaN = NaN). Other values are returned as they are."""
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.numel() == 0 \
-            or any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
-        return value
-    extent = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
-    margin = min(extent, 1 << 20) if margin is None else margin
-    storage = torch.full((extent + 2 * margin,), float("nan"), dtype=value.dtype)
-    framed = storage.as_strided(value.shape, value.stride(), margin)
-    framed.copy_(value.detach())
-    return framed
+def _death(code, contained):
+    """How a worker process ended, in words: bwrap reports a child killed by signal N as exit status 128 + N."""
+    number = -code if code and code < 0 else code - 128 if contained and code and code > 128 else None
+    if number is None:
+        return f"exit status {code}"
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = "?"
+    return f"killed by signal {number}, {name}" + (": a memory access out of bounds" if name in ("SIGSEGV", "SIGBUS")
+                                                  else "")
 
 
 def _call_reply(name, reply):
@@ -210,7 +206,7 @@ def _call_reply(name, reply):
     if not all(type(l) is list and len(l) == 3 and type(l[0]) is str and type(l[1]) is str and type(l[2]) is int
                for l in info["launched"]):
         raise bad("launched kernels")
-    if not all(type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is list
+    if not all(type(c) is list and len(c) == 3 and type(c[0]) is str and type(c[1]) is list and type(c[2]) is int
                and all(type(s) is list and all(type(n) is int for n in s) for s in c[1]) for c in info["forbidden"]):
         raise bad("torch calls")
     if not all(type(n) is int for n in info["largest_shape"] + info["inputs_modified"]):
@@ -304,7 +300,7 @@ class Context:
     def no_forbidden_calls(self, name, info, allowed=()):
         banned = [c for c in info["forbidden"] if c[0] in self.lesson.forbidden and c[0] not in allowed]
         if banned:
-            op, shapes = banned[0]
+            op, shapes, _ = banned[0]
             raise CheckFailed(f"`{name}` called torch `{op}` on tensors of shapes {[tuple(s) for s in shapes]}: this "
                               "lesson asks you to compute it yourself, so that call costs this check's points")
 
@@ -360,10 +356,18 @@ class Context:
         exact = exact.detach()
         dtype = same_precision.dtype if same_precision is not None else (got.dtype if isinstance(got, torch.Tensor) else torch.float32)
         floor = floor if floor is not None else {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}.get(dtype, 1e-5 if not self.gpu else 2e-3)
-        atol = floor
+        name = str(dtype).replace("torch.", "")
+        atol, rule = floor, f"{floor:.1g}, about the rounding error of {name} here"
         if same_precision is not None:
-            atol = max(floor, factor * (same_precision.double() - exact.double()).abs().nan_to_num(0).max().item())
-        problem = mismatch(got, exact.to(dtype), atol=atol, rtol=0.0, what=what)
+            own = (same_precision.double() - exact.double()).abs().nan_to_num(0).max().item()
+            if factor * own > floor:
+                atol = factor * own
+                rule = (f"{atol:.2g} = {factor:g}× the error PyTorch's own {name} computation makes on these inputs "
+                        f"({own:.2g})")
+            else:
+                rule = (f"{floor:.1g}: {factor:g}× PyTorch's own {name} error here ({own:.2g}), but at least the "
+                        f"rounding floor of {name}" + (" with TF32 tensor cores" if self.gpu and dtype == torch.float32 else ""))
+        problem = mismatch(got, exact.to(dtype), atol, 0.0, rule=rule, what=what)
         if problem:
             raise CheckFailed(problem)
 
@@ -406,22 +410,53 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
                             structure.tampering(notebook.student_code(program)), sandbox.warning(),
                             hidden=(Path(notebook_path).resolve().parent, Path.cwd()))
     report = Report(lesson_id, mode)
+    wanted = [c for c in lesson.checks if not only or c.id in only]
+    runnable = [c for c in lesson.checks if mode in c.modes]
+    # A check that cannot run in this mode counts only when every check that ran passed (unrunnable_verdict), so
+    # asking for one of them runs the others too (without reporting them).
+    needed = runnable if any(c not in runnable for c in wanted) else [c for c in wanted if c in runnable]
+    results = {}
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
     try:
         for check in lesson.checks:
-            if only and check.id not in only:
+            if check not in needed and check not in wanted:
                 continue
             if timeout:
                 check = dataclasses.replace(check, timeout=timeout)
             fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
             seeds = [submission_seed(program, check.id)] + fresh
-            result = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
-            report.tests.append(result)
-            if log:
-                log(result)
+            results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
+            if log and check in wanted and check in runnable:
+                log(results[check.id])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    failed = [c.id for c in runnable if c.id in results and not results[c.id].passed]
+    for check in wanted:
+        if check not in runnable:
+            results[check.id] = unrunnable_verdict(results[check.id], check, mode, failed)
+            if log:
+                log(results[check.id])
+        report.tests.append(results[check.id])
     return report
+
+
+UNRUNNABLE_RULE = ("a check that cannot run in this mode counts only when its code has the right structure and every "
+                   "check that did run passed")
+
+
+def unrunnable_verdict(result, check, mode, failed):
+    """The one rule for every lesson's checks that a mode cannot run (bf16, long sequences and speed need a GPU;
+    in structure mode nothing but the compile runs): UNRUNNABLE_RULE."""
+    needs = "a GPU" if check.modes == ("gpu",) else "Triton's interpreter or a GPU"
+    head = f"{check.title} [mode: {mode}]"
+    if not result.passed:
+        return result
+    if failed:
+        return dataclasses.replace(result, points=0.0, passed=False, failed_runs=result.runs, message=(
+            f"{head}: not run in {mode} mode (it needs {needs}), and {len(failed)} check(s) that did run failed "
+            f"({', '.join(failed)}): {UNRUNNABLE_RULE}"))
+    return dataclasses.replace(result, message=(
+        f"{head}: ok — not run in {mode} mode (it needs {needs}); it counts because {UNRUNNABLE_RULE.split('only when ')[1]}"))
 
 
 @dataclass

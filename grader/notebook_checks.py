@@ -3,23 +3,30 @@
 # imports the same functions, so a learner sees the same message at home and in the feedback.
 import inspect
 import re
+import traceback
 
 import torch
 
 # The line that `make build` (nbgrader) puts where a solution goes.
 STUB_MARKER = "TODO: replace this line with your code"
 _TODO_LINE = re.compile(r"^\s*#\s*TODO\s+(\d+)\b[^:]*:?\s*(.*)$")
+_HINT_LINE = re.compile(r"^\s*#\s+(\S.*)$")
 
 
 def unfinished_todos(source):
-    """[(number, hint)] for each TODO of `source` whose stub line is still there."""
-    found, current = [], None
+    """[(number, hint)] for each TODO of `source` whose stub line is still there; a hint may run over several
+    comment lines."""
+    found, current, hint_open = [], None, False
     for line in source.splitlines():
         match = _TODO_LINE.match(line)
         if match:
-            current = (int(match.group(1)), match.group(2).strip())
-        elif STUB_MARKER in line and current and current not in found:
-            found.append(current)
+            current, hint_open = [int(match.group(1)), match.group(2).strip()], True
+        elif hint_open and current and _HINT_LINE.match(line):
+            current[1] += " " + _HINT_LINE.match(line).group(1).strip()
+        else:
+            hint_open = False
+            if STUB_MARKER in line and current and tuple(current) not in found:
+                found.append(tuple(current))
     return found
 
 
@@ -43,10 +50,28 @@ def todo_messages(*functions):
     return lines
 
 
-def mismatch(got, expected, atol, rtol, what="output"):
-    """None when `got` matches `expected` within atol + rtol·|expected|, else a message that says where."""
+def nan_framed(x):
+    """A copy of tensor x at the same shape and strides inside a NaN-filled allocation: NaN before its first element,
+    after its last, and in the gaps of a view such as x[:, :d]. A kernel that reads past a row or past the end of a
+    tensor without a mask then gets NaN, which shows in its output even where the value read would have been
+    multiplied by zero (0·NaN = NaN). The checks (visible and graded) pass every floating-point input this way."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0 \
+            or any(step == 0 and n > 1 for n, step in zip(x.shape, x.stride())):
+        return x
+    extent = 1 + sum((n - 1) * step for n, step in zip(x.shape, x.stride()))
+    margin = min(extent, 1 << 20)
+    storage = torch.full((extent + 2 * margin,), float("nan"), dtype=x.dtype, device=x.device)
+    framed = storage.as_strided(x.shape, x.stride(), margin)
+    framed.copy_(x.detach())
+    return framed
+
+
+def mismatch(got, expected, atol, rtol, rule=None, what="output"):
+    """None when `got` matches `expected` within atol + rtol·|expected|, else a message that says where. `rule` says
+    in words why that much error is allowed (e.g. "4× PyTorch's own error in fp16")."""
     if not isinstance(got, torch.Tensor):
-        return f"{what}: expected a torch.Tensor, got {type(got).__name__}"
+        kind = getattr(got, "what", None) or f"a {type(got).__name__}"
+        return f"{what}: expected a torch.Tensor, got {kind}"
     if tuple(got.shape) != tuple(expected.shape):
         return f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
     if got.dtype != expected.dtype:
@@ -55,22 +80,35 @@ def mismatch(got, expected, atol, rtol, what="output"):
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if bad_nan.any():
         idx = tuple(int(i) for i in bad_nan.nonzero()[0])
-        return (f"{what}: {int(bad_nan.sum())} NaN value(s), first at index {idx} "
-                f"(shape {tuple(got.shape)}, {got.dtype}); unwritten elements or a 0/0 show up like this")
+        return (f"{what}: {int(bad_nan.sum())} NaN value(s), first at index {idx} (shape {tuple(got.shape)}, "
+                f"{got.dtype}). NaN comes from an element never written, a 0/0 or exp(-inf - (-inf)), or a load past "
+                "the end of a row or of a tensor without a mask (the checks put NaN around every input)")
     err = (g - e).abs().nan_to_num(0.0)
     excess = err - (atol + rtol * e.abs().nan_to_num(0.0))
     if got.numel() == 0 or excess.max() <= 0:
         return None
     idx = tuple(int(i) for i in (excess == excess.max()).nonzero()[0])
     bad = int((excess > 0).sum())
+    allowed = rule or f"{atol:.1g} + {rtol:.1g}·|expected|"
     return (f"{what}: {bad} of {got.numel()} values are off (shape {tuple(got.shape)}, {got.dtype}); "
-            f"max error {err.max().item():.3g} (allowed {atol:.1g} + {rtol:.1g}·|expected|); worst at index {idx}: "
+            f"max error {err.max().item():.3g} (allowed: {allowed}); worst at index {idx}: "
             f"expected {e[idx].item():.6g}, got {g[idx].item():.6g}")
 
 
 def tolerance(dtype):
-    """(atol, rtol) for the visible checks; fp32 allows TF32 tensor cores on a GPU."""
-    return {torch.float16: (2e-2, 2e-2), torch.bfloat16: (6e-2, 6e-2)}.get(dtype, (2e-3, 2e-3))
+    """(atol, rtol, rule) for the visible checks: a loose bound in the input's precision (a GPU may run fp32 products
+    on TF32 tensor cores). The graded checks are tighter: a few times the error PyTorch itself makes in that
+    precision."""
+    atol, rtol = {torch.float16: (2e-2, 2e-2), torch.bfloat16: (6e-2, 6e-2)}.get(dtype, (2e-3, 2e-3))
+    name = str(dtype).replace("torch.", "")
+    return atol, rtol, f"{atol:g} + {rtol:g}·|expected|, a quick bound for {name}"
+
+
+def _your_lines(error):
+    """The frames of a traceback that are in the learner's own cells (not the course's helpers, not a library)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if "ipykernel" in f.filename or f.filename.startswith("<ipython-input") or "submission" in f.filename]
+    return "".join(f"\n   in your cell, line {f.lineno}: {(f.line or '').strip()}" for f in frames[-3:])
 
 
 def check(title, test, *functions):
@@ -83,6 +121,7 @@ def check(title, test, *functions):
         problem = test()
     except NotImplementedError as error:
         problem = f"a TODO is not done yet ({error})"
-    except Exception as error:  # the learner's code raised: show what, not a wall of traceback
-        problem = f"{type(error).__name__}: {str(error).strip()[:800]}"
+    except Exception as error:  # the learner's code raised: show what and where, not a wall of traceback
+        text = str(error).strip()
+        problem = f"{type(error).__name__}: {text[:800] + (' …' if len(text) > 800 else '')}" + _your_lines(error)
     print(f"❌ {title}\n   {problem}" if problem else f"✅ {title}")

@@ -82,11 +82,14 @@ def encode(value, keep_storage=False):
 
     def enc(v, depth):
         count[0] += 1
-        if depth > MAX_DEPTH or count[0] > MAX_ITEMS:
-            raise WireError(f"more than {MAX_DEPTH} levels or {MAX_ITEMS} items")
         kind = type(v)
         if v is None or kind in (bool, int, float, str):
             return v
+        if kind in (list, tuple, dict):
+            if depth >= MAX_DEPTH:
+                return {"$foreign": f"a {kind.__name__} nested more than {MAX_DEPTH} levels deep"}
+            if count[0] + len(v) > MAX_ITEMS:
+                return {"$foreign": f"a {kind.__name__} of {len(v)} items (more than a reply may hold)"}
         if kind in (list, tuple):
             return [enc(x, depth + 1) for x in v]
         if kind is dict and all(type(k) is str for k in v):
@@ -99,10 +102,7 @@ def encode(value, keep_storage=False):
         return {"$foreign": f"a {kind.__module__}.{kind.__qualname__} object" if kind.__module__ != "builtins"
                 else f"a {kind.__name__}"}
 
-    try:
-        tree = enc(value, 0)
-    except WireError as error:
-        tree = {"$foreign": f"a value too large or too deeply nested to return ({error})"}
+    tree = enc(value, 0)
     header = json.dumps({"value": tree, "blobs": [len(b) for b in blobs]}, allow_nan=True).encode("utf-8")
     return b"".join([struct.pack("<Q", len(header)), header, *blobs])
 

@@ -52,15 +52,15 @@ def _watchers():
     class Watch(TorchFunctionMode):
         def __init__(self):
             super().__init__()
-            self.calls = []
+            self.counts = {}  # (name, shapes) -> how many calls: a loop over tiles makes thousands of the same call
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             name = getattr(func, "__name__", str(func))
             result = func(*args, **kwargs)
             if name in FORBIDDEN_WATCH:
-                shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
-                self.calls.append([name, shapes])
+                key = (name, tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+                self.counts[key] = self.counts.get(key, 0) + 1
             if name in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.is_floating_point():
                 with torch.no_grad():
                     result.fill_(float("nan"))  # poison: an element the kernel forgets to write shows as NaN
@@ -159,7 +159,8 @@ class Session:
         for origin in self.launched:
             if origin not in launched:
                 launched.append(origin)
-        info = {"launched": launched, "forbidden": watch_mode.calls, "largest_numel": largest.numel,
+        calls = [[name, [list(s) for s in shapes], n] for (name, shapes), n in watch_mode.counts.items()]
+        info = {"launched": launched, "forbidden": calls, "largest_numel": largest.numel,
                 "largest_shape": largest.shape, "inputs_modified": modified, "seconds": seconds}
         return [out, grads, info]
 

@@ -1,8 +1,13 @@
-"""A broken submission costs its own points only (COURSE_SPEC §5): hang, os._exit, monkey-patches."""
+"""A broken submission costs its own points only (COURSE_SPEC §5): a hang, a crash, an exit, a monkey-patch.
+
+Each check runs in its own process: these tests show that the process boundary alone holds, so they grade with
+the judge's static guard (structure.tampering) switched off; the last test shows that with it on, a patch of torch
+is refused before anything runs, with a message that says where."""
 import pytest
 
+from grader import structure
 from grader.harness import run_lesson
-from tests.mutants import Mutant, write
+from tests.mutants import SEGFAULT, Mutant, write
 
 NUMERIC = {"softmax_power_of_two", "softmax_ragged"}
 KERNEL_ONLY = {"softmax_compiles"}  # never calls softmax(), so it must keep its point
@@ -14,6 +19,11 @@ def grade(mutant, tmp_path, mode, checks=NUMERIC, timeout=20):
     return {t.id: t for t in report.tests}
 
 
+@pytest.fixture
+def without_static_guard(monkeypatch):
+    monkeypatch.setattr(structure, "tampering", lambda code: [])
+
+
 def test_a_hang_costs_only_the_checks_that_call_it(tmp_path, mode):
     tests = grade(Mutant("hang", [("    n_rows, n_cols = x.shape\n", "    n_rows, n_cols = x.shape\n    while True:\n        pass\n")],
                          NUMERIC), tmp_path, mode, checks={"softmax_ragged"}, timeout=10)
@@ -21,22 +31,32 @@ def test_a_hang_costs_only_the_checks_that_call_it(tmp_path, mode):
     assert tests["softmax_compiles"].passed
 
 
-@pytest.mark.parametrize("statement,expected", [("import os; os._exit(3)", "died (exit status 3)"),
-                                                ("import sys; sys.exit(0)", "SystemExit")])
-def test_exiting_costs_only_the_checks_that_call_it(statement, expected, tmp_path, mode):
+@pytest.mark.parametrize("statement,expected", [(SEGFAULT, "died (killed by signal 11, SIGSEGV: a memory access out of bounds)"),
+                                                ("import os; os._exit(3)", "died (exit status 3)"),
+                                                ("raise SystemExit(0)", "SystemExit")])
+def test_a_crash_or_an_exit_costs_only_the_checks_that_call_it(statement, expected, tmp_path, mode,
+                                                               without_static_guard):
     tests = grade(Mutant("exit", [("    n_rows, n_cols = x.shape\n", f"    n_rows, n_cols = x.shape\n    {statement}\n")],
                          NUMERIC), tmp_path, mode)
     for name in NUMERIC:
-        assert not tests[name].passed and expected in tests[name].message
+        assert not tests[name].passed and expected in tests[name].message, tests[name].message
     assert tests["softmax_compiles"].passed
 
 
-def test_patched_comparisons_do_not_fool_the_judge(tmp_path, mode):
-    patch = ("    n_rows, n_cols = x.shape\n",
-             "    n_rows, n_cols = x.shape\n    torch.allclose = lambda *a, **k: True\n"
-             "    torch.testing.assert_close = lambda *a, **k: None\n    torch.Tensor.__sub__ = lambda a, b: a * 0\n")
-    wrong = ("BLOCK_SIZE=BLOCK_SIZE)\n    return out", "BLOCK_SIZE=BLOCK_SIZE)\n    return out * 0.5")
-    tests = grade(Mutant("patch", [patch, wrong], NUMERIC), tmp_path, mode)
+PATCH = ("    n_rows, n_cols = x.shape\n",
+         "    n_rows, n_cols = x.shape\n    torch.allclose = lambda *a, **k: True\n"
+         "    torch.testing.assert_close = lambda *a, **k: None\n    torch.Tensor.__sub__ = lambda a, b: a * 0\n")
+WRONG = ("BLOCK_SIZE=BLOCK_SIZE)\n    return out", "BLOCK_SIZE=BLOCK_SIZE)\n    return out * 0.5")
+
+
+def test_patched_comparisons_do_not_fool_the_judge(tmp_path, mode, without_static_guard):
+    tests = grade(Mutant("patch", [PATCH, WRONG], NUMERIC), tmp_path, mode)
     for name in NUMERIC:
         assert not tests[name].passed and "values are off" in tests[name].message
     assert tests["softmax_compiles"].passed
+
+
+def test_the_static_guard_refuses_a_patch_of_torch_and_says_where(tmp_path, mode):
+    tests = grade(Mutant("patch", [PATCH], NUMERIC), tmp_path, mode)
+    for test in tests.values():
+        assert not test.passed and "your code uses a change to `torch` (`torch.allclose`)" in test.message, test.message

@@ -180,15 +180,15 @@ def attention_causal(ctx):
 def product_work(info):
     """(number of torch matrix products, their multiply-adds) recorded during the last call."""
     calls, work = 0, 0
-    for op, shapes in info["forbidden"]:
+    for op, shapes, count in info["forbidden"]:
         if op not in PRODUCTS:
             continue
-        calls += 1
+        calls += count
         if len(shapes) >= 2 and len(shapes[0]) >= 2 and len(shapes[1]) >= 2:
             a, b = shapes[0], shapes[1]
-            work += math.prod(a) * b[-1]
+            work += count * math.prod(a) * b[-1]
         elif shapes:
-            work += math.prod(shapes[0])
+            work += count * math.prod(shapes[0])
     return calls, work
 
 

@@ -11,6 +11,11 @@ from grader import notebook
 from grader.__main__ import reference_notebook
 
 
+# A hard crash that needs nothing the judge's static guard refuses (os._exit would be refused before it ran):
+# a read a terabyte past a numpy array kills the process with SIGSEGV, as a wild pointer in a kernel would.
+SEGFAULT = "import numpy as np; np.lib.stride_tricks.as_strided(np.zeros(1), (2,), (1 << 40,)).sum()"
+
+
 @dataclass
 class Mutant:
     name: str

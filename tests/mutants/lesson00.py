@@ -1,4 +1,4 @@
-from . import Mutant
+from . import SEGFAULT, Mutant
 
 ALL_NUMERIC = {"softmax_power_of_two", "softmax_ragged", "softmax_strided", "softmax_stable", "softmax_fp16"}
 
@@ -48,7 +48,7 @@ MUTANTS += [
            timeout=20),
     Mutant("megabytes_of_output",
            [("    n_rows, n_cols = x.shape\n",
-             "    n_rows, n_cols = x.shape\n    print('debug ' * 1_000_000)\n    import os; os._exit(1)\n")],
+             "    n_rows, n_cols = x.shape\n    print('debug ' * 1_000_000)\n    " + SEGFAULT + "\n")],
            {"softmax_ragged"}, "prints 6 MB then dies: the message shows only the last lines",
            passes={"softmax_compiles"}),
     Mutant("graded_function_renamed",

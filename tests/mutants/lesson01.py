@@ -1,4 +1,4 @@
-from . import Mutant
+from . import SEGFAULT, Mutant
 
 SOFTMAX_CHECKS = {"softmax_rows", "softmax_stable_any_dim", "softmax_masked"}
 
@@ -57,8 +57,8 @@ MUTANTS = [
            [("dtype=torch.bool, device=q.device)", "dtype=torch.bool)")],
            {"attention_causal"}, "the mask is built on the CPU: fails only when q is on a GPU", gpu_only=True),
     # ── isolation: a crash, a hang or a monkey-patch costs only naive_attention's points ────────
-    Mutant("os_exit_in_naive_attention",
-           [(ATTENTION_START, "    import os; os._exit(3)\n" + ATTENTION_START)],
+    Mutant("crash_in_naive_attention",
+           [(ATTENTION_START, "    " + SEGFAULT + "\n" + ATTENTION_START)],
            {"attention_shapes"}, "the worker process dies inside naive_attention", passes=SOFTMAX_CHECKS),
     Mutant("naive_attention_hangs",
            [(ATTENTION_START, "    while True:\n        pass\n" + ATTENTION_START)],

@@ -1,4 +1,4 @@
-from . import Mutant
+from . import SEGFAULT, Mutant
 
 LAUNCH = "    per_query_attention_kernel[(M,)]("
 TORCH_ELEMENTWISE = ("    s = (q[:, None, :].float() * k[None, :, :].float()).sum(-1) * sm_scale\n"
@@ -46,7 +46,7 @@ MUTANTS = [
            [("out.stride(0), N, d,", "out.stride(0), M, d,")],
            {"m_ne_n"}, "passes the number of queries M where the kernel needs the number of keys N"),
     Mutant("crash_on_single_key",
-           [("    out = torch.empty((M, d)", "    if N == 1:\n        __import__('os')._exit(3)\n    out = torch.empty((M, d)")],
+           [("    out = torch.empty((M, d)", "    if N == 1:\n        " + SEGFAULT + "\n    out = torch.empty((M, d)")],
            {"ragged_n"}, "the process dies on one input: only the checks that reach it lose points",
            passes={"basic"}),
 ]
