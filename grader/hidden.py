@@ -2,15 +2,28 @@
 
 The check runs in its own process against the notebook file on disk (the submission), never against
 the objects in this kernel, so what a submission did to this kernel (patched torch, a crashed CUDA
-context) cannot change its grade. A failure raises AssertionError with the check's message, which
-nbgrader shows in the feedback; either way the message names the grading mode.
+context) cannot change its grade. The first graded cell grades every check of the lesson (a check that cannot
+run in this mode counts only when the others pass: harness.unrunnable_verdict); each cell then prints its own
+result. A failure raises CheckFailed with the check's message and nothing else: the feedback page shows the
+message, not a traceback through the grader's files.
 """
+import hashlib
 import os
 import textwrap
 from pathlib import Path
 
 from . import notebook_setup
 from .harness import run_lesson
+
+_REPORTS = {}  # (lesson, notebook, its bytes, mode) -> Report: one grading per submission in this grading kernel
+
+
+class CheckFailed(AssertionError):
+    """A graded check that failed. IPython (and so nbgrader's feedback) shows `_render_traceback_` instead of
+    a traceback: the message above says what is wrong and where in the learner's code."""
+
+    def _render_traceback_(self):
+        return [f"CheckFailed: {self}"]
 
 
 def _mode():
@@ -21,12 +34,15 @@ def _mode():
 def grade(lesson_id, check_id, notebook_path=None):
     path = Path(notebook_path or f"{lesson_id}.ipynb")
     if not path.exists():
-        raise AssertionError(f"cannot find the submission {path.resolve()} to grade")
-    report = run_lesson(lesson_id, path, _mode(), only={check_id})
-    result = report.tests[0]
+        raise CheckFailed(f"cannot find the submission {path.resolve()} to grade")
+    mode = _mode()
+    key = (lesson_id, str(path.resolve()), hashlib.sha256(path.read_bytes()).hexdigest(), mode)
+    if key not in _REPORTS:
+        _REPORTS[key] = run_lesson(lesson_id, path, mode)
+    result = next(t for t in _REPORTS[key].tests if t.id == check_id)
     # wrapped, so the feedback page shows the whole message without scrolling
     text = "\n   ".join(textwrap.fill(part, 110, subsequent_indent="   ") for part in result.message.split("\n"))
     if not result.passed:
         print("❌", text)
-        raise AssertionError(f"check {check_id} failed: see the message above")
+        raise CheckFailed(f"{check_id}: 0 of {result.max_points:g} points (the message above says why)")
     print("✅", text)
