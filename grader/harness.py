@@ -174,7 +174,14 @@ class Report:
 # What a Triton lesson's wrapper may not call: torch attention, softmax or any matrix product does the work
 # the kernel should do (the names as the worker records them).
 TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-                       "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot")
+                       "flex_attention", "multi_head_attention_forward",
+                       "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot",
+                       # the same, seen at the ATen level (torch.ops.aten.mm bypasses the torch functions above)
+                       "aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.addbmm", "aten.mv", "aten.addmv",
+                       "aten.dot", "aten._softmax", "aten._log_softmax", "aten._safe_softmax",
+                       "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
+                       "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
+                       "aten._flash_attention_forward", "aten._efficient_attention_forward")
 
 
 def _death(code, contained):

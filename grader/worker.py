@@ -29,6 +29,11 @@ FORBIDDEN_WATCH = {
     "flex_attention", "multi_head_attention_forward",
     "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum", "baddbmm", "addmm", "tensordot",
 }
+# the same work seen at the ATen level, where a call that bypasses torch functions (torch.ops.aten.mm) still shows
+ATEN_WATCH = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "_softmax", "_log_softmax",
+              "_safe_softmax", "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+              "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu",
+              "_flash_attention_forward", "_efficient_attention_forward"}
 EMPTY_FACTORIES = {"empty", "empty_like", "empty_strided", "new_empty"}
 MAX_REQUEST_BYTES = 1 << 36
 
@@ -67,19 +72,25 @@ def _watchers():
             return result
 
     class Largest(TorchDispatchMode):
-        def __init__(self):
+        def __init__(self, counts):
             super().__init__()
             self.numel, self.shape = 0, []
+            self.counts = counts
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
+            name = getattr(getattr(func, "overloadpacket", None), "__name__", "")
+            if name in ATEN_WATCH:
+                key = ("aten." + name, tuple(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+                self.counts[key] = self.counts.get(key, 0) + 1
             for t in (out if isinstance(out, (tuple, list)) else [out]):
                 # floating-point only: Triton's autotuner allocates a 256 MB int32 buffer to flush the L2 cache
                 if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > self.numel:
                     self.numel, self.shape = t.numel(), list(t.shape)
             return out
 
-    return Watch(), Largest()
+    watch = Watch()
+    return watch, Largest(watch.counts)
 
 
 def _kernel_origin(kernel):

@@ -7,6 +7,7 @@ defence that stops it on its own; tests/test_attacks.py grades every attack with
 (structure.tampering) on, and those whose guard is not "static" with it off as well:
   "sandbox"    — the operating-system boundary (grader/sandbox.py): the answers are not there, writes go nowhere;
   "plain data" — the channel (grader/wire.py): what comes back is data, never an object the judge would run;
+  "measured"   — what the worker records about the call (torch operations, at the ATen level too);
   "static"     — only the static guard: the attack needs no file outside the sandbox, it reaches into the worker.
 Paths the attacks aim at (the course, a gradebook, another student's folder, a marker file the judge would write)
 come in through `targets`, a dict the test fills in.
@@ -101,6 +102,11 @@ return namespace["per_query_attention"](q, k, v, sm_scale)''')}),
            "returns a list of a million lists instead of a tensor",
            lambda t: {WRAPPER: (REFERENCE_WRAPPER_TAIL, "    return [[i] for i in range(1_000_000)]")},
            score=1, guard="plain data"),
+    Attack("aten_does_the_work",
+           "launches the kernel, then returns attention computed with torch.ops.aten.mm (no torch.matmul, no softmax)",
+           lambda t: {WRAPPER: (REFERENCE_WRAPPER_TAIL, '''    s = torch.ops.aten.mm(q.float(), k.float().t()) * sm_scale
+    w = (s - s.amax(-1, keepdim=True)).exp()
+    return torch.ops.aten.mm(w / w.sum(-1, keepdim=True), v.float()).to(q.dtype)''')}, guard="measured"),
     Attack("forges_the_worker_reply",
            "torch does the work; the wrapper patches the grading process so that its record shows the kernel "
            "launched and no torch call",
