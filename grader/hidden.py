@@ -41,7 +41,7 @@ def grade(lesson_id, check_id, notebook_path=None):
         _REPORTS[key] = run_lesson(lesson_id, path, mode)
     result = next(t for t in _REPORTS[key].tests if t.id == check_id)
     # wrapped, so the feedback page shows the whole message without scrolling
-    text = "\n   ".join(textwrap.fill(part, 110, subsequent_indent="   ") for part in result.message.split("\n"))
+    text = "\n   ".join(textwrap.fill(part, 90, subsequent_indent="   ") for part in result.message.split("\n"))
     if not result.passed:
         print("❌", text)
         raise CheckFailed(f"{check_id}: 0 of {result.max_points:g} points (the message above says why)")
