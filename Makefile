@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sandbox build demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
+.PHONY: help setup sandbox build solutions demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ sandbox: ## make sure bubblewrap (bwrap) is here: student code is graded inside 
 
 build: setup ## regenerate course/ and solutions/ from grader/source/
 	$(PY) -m grader build
+
+solutions: setup ## run every solutions notebook top to bottom and record its outputs (on a GPU when there is one)
+	$(PY) -m grader run-solutions $(if $(LESSON),--lesson $(LESSON),)
 
 demo: setup ## release, then autograde 3 sample submissions per lesson with real nbgrader; prints a score table
 	$(PY) -m grader demo

@@ -3,6 +3,7 @@
   python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...] [--repeat N]
   python -m grader fill LESSON --out PATH
   python -m grader build [--check] [--lesson ID ...]
+  python -m grader run-solutions [--lesson ID ...] [--out DIR]
   python -m grader demo
   python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--course DIR]
 """
@@ -65,6 +66,11 @@ def cmd_build(args):
     print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
 
 
+def cmd_run_solutions(args):
+    from . import run_solutions
+    run_solutions.main(args.lesson, args.out, args.timeout)
+
+
 def cmd_demo(args):
     from . import classroom
     table = classroom.demo()
@@ -110,6 +116,11 @@ def main(argv=None):
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
     build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
+    solutions = sub.add_parser("run-solutions", help="run each solutions notebook and record its outputs in it")
+    solutions.add_argument("--lesson", nargs="*", help="only these lessons")
+    solutions.add_argument("--out", help="write the executed notebooks here instead of into solutions/")
+    solutions.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    solutions.set_defaults(run=cmd_run_solutions)
     auto = sub.add_parser("autograde", help="autograde a lesson's submissions, in parallel shards if asked")
     auto.add_argument("lesson")
     auto.add_argument("--course", default=str(ROOT / "grader"), help="the nbgrader course folder")

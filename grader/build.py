@@ -5,8 +5,11 @@
 2. nbgrader `generate_assignment` makes the student release (no solutions, no hidden tests, no outputs);
    cells tagged `solution-notes` are then dropped from it: they belong to the solutions only.
 3. solutions/NN.ipynb = the release as the student sees it, 🛑 STOP HERE 🛑, then the reference code with
-   its notes, visible checks and demos, so a self-learner can run it top to bottom.
+   its notes, visible checks and demos, so a self-learner can run it top to bottom. The committed solutions carry
+   the outputs of one top-to-bottom run (`python -m grader run-solutions`, grader/run_solutions.py), stamped with a
+   fingerprint of their code: the build keeps those outputs only while the code is the same.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +28,10 @@ SHARED_CELLS = {
     "setup": (GRADER_DIR / "notebook_setup.py", "\nMODE, DEVICE = course_setup()\n"),
     "check-helpers": (GRADER_DIR / "notebook_checks.py", ""),
 }
+SOLUTIONS_NOTE = ("> **Solutions notebook.** Above the stop marker (🛑) is the exercise exactly as a student gets "
+                  "it: its checks print what a learner sees before solving (which TODO is not done). Below the marker "
+                  "is the reference solution with its notes, checks, plots and timings, as one run of this notebook "
+                  "printed them (the banner at the top says on which machine).")
 STOP = ("---\n# 🛑 STOP HERE 🛑\n\nEverything above is the exercise exactly as a student gets it. "
         "Below is the reference solution: the code of every TODO cell, the notes that explain it, and the "
         "checks and plots run against it. Try the exercise first.")
@@ -89,6 +96,7 @@ def release_notebook(generated):
 
 def solutions_notebook(release, source):
     nb = nbformat.from_dict(json.loads(json.dumps(release)))
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(SOLUTIONS_NOTE))
     nb.cells.append(nbformat.v4.new_markdown_cell(STOP))
     for cell in source.cells:
         keep = (notebook.is_solution(cell) or notebook.tags(cell) & {"solution-notes", "check", "demo"}
@@ -100,6 +108,31 @@ def solutions_notebook(release, source):
             copy.metadata.pop("nbgrader", None)  # a plain notebook: nothing here is graded
             nb.cells.append(copy)
     return clean(nb)
+
+
+def code_fingerprint(nb):
+    """sha256 of a notebook's code cells, in order: what its outputs depend on."""
+    digest = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def with_recorded_outputs(nb, path):
+    """`nb` (clean) with the outputs of the notebook at `path` when they were made by this very code (the run's
+    fingerprint in its metadata matches), else `nb` unchanged: outputs never outlive the code that made them."""
+    if not path.exists():
+        return nb
+    old = notebook.read(path)
+    run = old.metadata.get("solution_run")
+    if not run or run.get("code_sha256") != code_fingerprint(nb):
+        return nb
+    old_code = [c for c in old.cells if c.cell_type == "code"]
+    for cell, recorded in zip([c for c in nb.cells if c.cell_type == "code"], old_code):
+        cell.outputs, cell.execution_count = recorded.get("outputs", []), recorded.get("execution_count")
+    nb.metadata["solution_run"] = run
+    return nb
 
 
 def _write_if_changed(nb, path, check_only, changed):
@@ -127,6 +160,7 @@ def build(check_only=False, only=None):
     for lesson in ids:
         release = release_notebook(generated[lesson])
         _write_if_changed(release, ROOT / "course" / lesson / f"{lesson}.ipynb", check_only, changed)
-        _write_if_changed(solutions_notebook(release, sources[lesson]), ROOT / "solutions" / f"{lesson}.ipynb",
-                          check_only, changed)
+        solution_path = ROOT / "solutions" / f"{lesson}.ipynb"
+        _write_if_changed(with_recorded_outputs(solutions_notebook(release, sources[lesson]), solution_path),
+                          solution_path, check_only, changed)
     return changed
