@@ -13,8 +13,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +41,8 @@ class WorkerGone(Exception):
     pass
 
 
-MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
+MAX_REPLY_BYTES = 1 << 31
+_PREPARING = threading.Lock()  # a reply larger than this is the check's failure, never the judge's
 
 
 class Worker:
@@ -51,7 +54,9 @@ class Worker:
         self.mode = mode
         scratch, logs = Path(scratch), Path(logs)
         logs.mkdir(parents=True, exist_ok=True)
-        sandbox.prepare(scratch, program_text)
+        with _PREPARING:  # checks of one submission start side by side and share its scratch folder
+            if not (scratch / "submission.py").exists():
+                sandbox.prepare(scratch, program_text)
         self.log_path = logs / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         parent, child = socket.socketpair()
@@ -402,13 +407,23 @@ def submission_seed(program, check_id):
     return int.from_bytes(digest[:4], "little")
 
 
-def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None, repeat=1, progress=None):
+def grading_jobs(mode):
+    """How many checks of one submission run at once: FA_GRADING_JOBS, else one per CPU core in interpreter and
+    structure modes (the interpreter is CPU-bound), and 4 on a GPU (small check shapes leave most of it idle)."""
+    if os.environ.get("FA_GRADING_JOBS"):
+        return max(1, int(os.environ["FA_GRADING_JOBS"]))
+    return 4 if mode == "gpu" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                       else os.cpu_count() or 1)
+
+
+def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None, repeat=1, progress=None, jobs=None):
     """Grade one notebook: every check (or those in `only`) in a fresh worker. Returns a Report.
     `timeout` (seconds) overrides every check's own limit (tests use it to keep hang cases short).
     Each check's inputs are random, drawn from `submission_seed`.
     `repeat` > 1 runs each check that many times, the runs after the first with fresh seeds (a check passes only if
     every run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
-    `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress)."""
+    `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress).
+    `jobs`: how many checks run at once (default `grading_jobs(mode)`); `log` is called as each check finishes."""
     from . import lessons
     lesson = lessons.get(lesson_id)
     source_nb = notebook.read(source_path(lesson_id))
@@ -424,17 +439,25 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     needed = runnable if any(c not in runnable for c in wanted) else [c for c in wanted if c in runnable]
     results = {}
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
+
+    def grade(check):
+        if timeout:
+            check = dataclasses.replace(check, timeout=timeout)
+        fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
+        seeds = [submission_seed(program, check.id)] + fresh
+        results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
+        if log and check in wanted and check in runnable:
+            log(results[check.id])
+
+    # Checks run side by side, each in its own worker (jobs at once); a speed check runs alone afterwards, so that
+    # no other check shares the GPU while it times.
+    todo = [c for c in lesson.checks if c in needed or c in wanted]
+    together, alone = [c for c in todo if not c.id.startswith("speed")], [c for c in todo if c.id.startswith("speed")]
     try:
-        for check in lesson.checks:
-            if check not in needed and check not in wanted:
-                continue
-            if timeout:
-                check = dataclasses.replace(check, timeout=timeout)
-            fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
-            seeds = [submission_seed(program, check.id)] + fresh
-            results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
-            if log and check in wanted and check in runnable:
-                log(results[check.id])
+        with ThreadPoolExecutor(max(1, min(jobs or grading_jobs(mode), len(together) or 1))) as pool:
+            list(pool.map(grade, together))
+        for check in alone:
+            grade(check)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     failed = [c.id for c in runnable if c.id in results and not results[c.id].passed]
