@@ -61,28 +61,29 @@ def grade(attack, course, tmp_path, mode):
     return report
 
 
-@pytest.mark.parametrize("grading_mode", ["interpreter", "structure"])
+@pytest.mark.parametrize("structure_mode", [False, True], ids=["run", "structure"])
 @pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.name)
-def test_an_attack_gets_only_what_it_earns(attack, grading_mode, course, tmp_path):
+def test_an_attack_gets_only_what_it_earns(attack, structure_mode, course, tmp_path, mode):
+    grading_mode = "structure" if structure_mode else mode  # interpreter on the CPU, gpu under make test-gpu
     report = grade(attack, course, tmp_path, grading_mode)
     # structure mode runs no student function: an attack that does its work only when called keeps the points of a
     # solution whose code has the lesson's structure; one that empties the kernels, or reaches into the process, not
-    expected = attack.score if grading_mode == "interpreter" or attack.score == 0 else report.max_score
+    expected = attack.score if not structure_mode or attack.score == 0 else report.max_score
     messages = "\n".join(t.message for t in report.tests)
     assert report.score == expected, f"{attack.name}: {report.score} points\n{messages}"
 
 
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.guard != "static"], ids=lambda a: a.name)
-def test_the_sandbox_and_the_channel_hold_without_the_static_guard(attack, course, tmp_path, monkeypatch):
+def test_the_sandbox_and_the_channel_hold_without_the_static_guard(attack, course, tmp_path, monkeypatch, mode):
     monkeypatch.setattr(structure, "tampering", lambda code: [])
-    report = grade(attack, course, tmp_path, "interpreter")
+    report = grade(attack, course, tmp_path, mode)
     messages = "\n".join(t.message for t in report.tests)
     assert report.score == attack.score, f"{attack.name}: {report.score} points\n{messages}"
 
 
-def test_the_static_guard_names_what_it_refuses(course, tmp_path):
+def test_the_static_guard_names_what_it_refuses(course, tmp_path, mode):
     attack = next(a for a in ATTACKS if a.name == "forges_the_worker_reply")
-    report = grade(attack, course, tmp_path, "interpreter")
+    report = grade(attack, course, tmp_path, mode)
     assert report.score == 0
     assert all("your code uses `import sys` (cell 16, line 21: `import sys`)" in t.message for t in report.tests), \
         report.tests[0].message

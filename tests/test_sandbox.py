@@ -87,7 +87,7 @@ HOSTILE = textwrap.dedent('''
 
 
 @pytest.fixture(scope="module")
-def worker(tmp_path_factory):
+def worker(tmp_path_factory, mode):
     contained, why = sandbox.status()
     assert contained, f"the sandbox must work on this machine (CI installs bubblewrap): {why}"
     folder = tmp_path_factory.mktemp("hostile")
@@ -95,7 +95,7 @@ def worker(tmp_path_factory):
     (course / "gradebook.db").write_text("grades")
     (course / "submitted" / "bob").mkdir(parents=True)
     (course / "submitted" / "bob" / "notebook.ipynb").write_text("bob's answers")
-    w = Worker("interpreter", HOSTILE, folder / "scratch", folder / "logs", hidden=(course,))
+    w = Worker(mode, HOSTILE, folder / "scratch", folder / "logs", hidden=(course,))  # gpu: with the GPU's devices
     assert "ok" in w.request("load", {"key": "student", "path": w.program_path}, timeout=60)
     yield w, course
     w.close()
