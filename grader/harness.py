@@ -211,7 +211,7 @@ def _call_reply(name, reply):
         raise bad("not [output, gradients, facts]")
     out, grads, info = reply
     expected = {"launched": list, "forbidden": list, "largest_numel": int, "largest_shape": list,
-                "inputs_modified": list, "seconds": (int, float)}
+                "inputs_modified": list, "seconds": (int, float), "stores_past_end": list}
     if set(info) != set(expected) or not all(isinstance(info[k], t) and type(info[k]) is not bool
                                              for k, t in expected.items()):
         raise bad("facts")
@@ -221,7 +221,8 @@ def _call_reply(name, reply):
     if not all(type(c) is list and len(c) == 3 and type(c[0]) is str and type(c[1]) is list and type(c[2]) is int
                and all(type(s) is list and all(type(n) is int for n in s) for s in c[1]) for c in info["forbidden"]):
         raise bad("torch calls")
-    if not all(type(n) is int for n in info["largest_shape"] + info["inputs_modified"]):
+    if not all(type(n) is int for n in info["largest_shape"] + info["inputs_modified"]) or \
+            not all(type(s) is list and all(type(n) is int for n in s) for s in info["stores_past_end"]):
         raise bad("sizes")
     if grads is not None and type(grads) is not list:
         raise bad("gradients")
@@ -273,8 +274,7 @@ class Context:
     def _send(self, op, timeout=None, worker=None, **payload):
         reply = (worker or self.worker).request(op, payload, timeout or self.check.timeout)
         if "error" in reply:
-            kind, text = reply["error"]
-            raise CheckFailed(f"{kind} while running your code: {text}")
+            raise CheckFailed(f"your code raised {reply['error'][1]}")
         return reply["ok"]
 
     def call(self, name, *args, backward=None, allow_torch=False, **kwargs):
@@ -288,7 +288,11 @@ class Context:
         out, grads, info = _call_reply(name, reply)
         self.last_info = info
         for i in info["inputs_modified"]:
-            raise CheckFailed(f"`{name}` changed its input argument {i} in place; inputs must stay unchanged")
+            raise CheckFailed(f"`{name}` changed its input argument {i} in place, or stored past its end (the memory "
+                              "around each input is checked too); inputs must stay unchanged")
+        for shape in info["stores_past_end"]:
+            raise CheckFailed(f"`{name}` stored past the end of a tensor of shape {tuple(shape)} that it allocated "
+                              "(torch.empty…): a store without a mask, or an offset one row or tile too far")
         self.kernels_launched_from_submission(name, info, self.check.kernels)
         if not allow_torch:
             self.no_forbidden_calls(name, info)

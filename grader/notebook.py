@@ -167,8 +167,9 @@ def import_reference(lesson_id, source_path):
 
 def function_sources(program):
     """{name: source} of every top-level function in a program (for TODO and structure checks)."""
+    from .structure import parse
     try:
-        tree = ast.parse(program)
+        tree = parse(program)
     except SyntaxError:
         return {}
     return {node.name: ast.get_source_segment(program, node) or ""

@@ -105,10 +105,15 @@ def tolerance(dtype):
 
 
 def _your_lines(error):
-    """The frames of a traceback that are in the learner's own cells (not the course's helpers, not a library)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if "ipykernel" in f.filename or f.filename.startswith("<ipython-input") or "submission" in f.filename]
-    return "".join(f"\n   in your cell, line {f.lineno}: {(f.line or '').strip()}" for f in frames[-3:])
+    """The lines of a traceback that are in the notebook's cells but not in this helpers cell (so: the learner's code
+    and the check that called it), following the cause of an error raised inside a kernel by Triton's interpreter."""
+    chain = [error]
+    while chain[-1].__cause__ is not None and len(chain) < 5:
+        chain.append(chain[-1].__cause__)
+    helpers = _your_lines.__code__.co_filename
+    frames = [f for link in chain for f in traceback.extract_tb(link.__traceback__)
+              if f.filename != helpers and ("ipykernel" in f.filename or f.filename.startswith("<ipython-input"))]
+    return "".join(f"\n   in a cell, line {f.lineno}: {(f.line or '').strip()}" for f in frames[-3:])
 
 
 def check(title, test, *functions):
@@ -122,6 +127,7 @@ def check(title, test, *functions):
     except NotImplementedError as error:
         problem = f"a TODO is not done yet ({error})"
     except Exception as error:  # the learner's code raised: show what and where, not a wall of traceback
-        text = str(error).strip()
-        problem = f"{type(error).__name__}: {text[:800] + (' …' if len(text) > 800 else '')}" + _your_lines(error)
+        inner = error.__cause__ if type(error).__name__ == "InterpreterError" and error.__cause__ else error
+        text = str(inner).strip()
+        problem = f"{type(inner).__name__}: {text[:800] + (' …' if len(text) > 800 else '')}" + _your_lines(error)
     print(f"❌ {title}\n   {problem}" if problem else f"✅ {title}")

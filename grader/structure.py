@@ -1,9 +1,26 @@
 """Structure checks (AST only): what can be judged about code that cannot be run here."""
 import ast
+import functools
+import threading
+
+_PARSING = threading.Lock()
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(text):
+    return ast.parse(text)
+
+
+def parse(text):
+    """ast.parse, once per text and one thread at a time: the checks of a submission run in threads, and CPython
+    3.11's parser is not safe in two threads at once ("SystemError: AST constructor recursion depth mismatch",
+    cpython gh-106905). The tree is shared: callers must not change it."""
+    with _PARSING:
+        return _parsed(text)
 
 
 def _functions(program):
-    tree = ast.parse(program)
+    tree = parse(program)
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
@@ -64,7 +81,7 @@ def definition_lines(program):
     """{name: {lines}} of each top-level function: its decorators' lines and its `def` line (where Python and Triton
     say the function starts)."""
     try:
-        tree = ast.parse(program)
+        tree = parse(program)
     except SyntaxError:
         return {}
     return {n.name: {n.lineno, *(d.lineno for d in n.decorator_list)}
@@ -96,7 +113,7 @@ def tampering(code):
     """[(line, what)] for each construct in `code` (the learner's cells, notebook.student_code) that could reach into
     the grading process or patch a module; [] for ordinary code."""
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
     except SyntaxError:
         return []
     modules = {"torch", "triton", "tl", "F", "math", "np", "numpy", "time", "functools", "itertools", "os", "sys"}

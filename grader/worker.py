@@ -38,13 +38,12 @@ EMPTY_FACTORIES = {"empty", "empty_like", "empty_strided", "new_empty"}
 MAX_REQUEST_BYTES = 1 << 36
 
 
-def _same_bits(a, b):
-    """Bit-for-bit equality (NaN == NaN), for any strides."""
+def _storage_bytes(tensor):
+    """A copy of the bytes of a tensor's whole storage: the NaN around an input (the judge's frame) included, so a
+    store past the end of an input shows as a change of that input."""
     import torch
-    a, b = a.detach().contiguous(), b.detach().contiguous()
-    if a.dtype == torch.bool:
-        return torch.equal(a, b)
-    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    flat = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())
+    return flat.clone()
 
 
 def _watchers():
@@ -58,6 +57,7 @@ def _watchers():
         def __init__(self):
             super().__init__()
             self.counts = {}  # (name, shapes) -> how many calls: a loop over tiles makes thousands of the same call
+            self.framed = []  # (allocation, margin, shape): outputs allocated inside NaN, to catch stores past the end
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
@@ -69,7 +69,19 @@ def _watchers():
             if name in EMPTY_FACTORIES and isinstance(result, torch.Tensor) and result.is_floating_point():
                 with torch.no_grad():
                     result.fill_(float("nan"))  # poison: an element the kernel forgets to write shows as NaN
+                    if result.is_contiguous() and result.numel() and not result.requires_grad:
+                        # ...inside a NaN margin, checked after the call: a store past the end shows there
+                        margin = -(-max(256, min(result.numel(), 1 << 20)) // 16) * 16  # keeps 16-byte alignment
+                        allocation = torch.full((result.numel() + 2 * margin,), float("nan"), dtype=result.dtype,
+                                                device=result.device)
+                        result = allocation[margin:margin + result.numel()].view(result.shape)
+                        self.framed.append((allocation, margin, list(result.shape)))
             return result
+
+        def stores_past_end(self):
+            """Shapes of the allocated tensors whose NaN margin was written: a store past the end (or the start)."""
+            return [shape for allocation, margin, shape in self.framed
+                    if not (torch.isnan(allocation[:margin]).all() and torch.isnan(allocation[-margin:]).all())]
 
     class Largest(TorchDispatchMode):
         def __init__(self, counts):
@@ -151,7 +163,7 @@ class Session:
             for a in args:
                 if isinstance(a, torch.Tensor) and a.is_floating_point():
                     a.requires_grad_(True)
-        before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in args]
+        before = [_storage_bytes(a) if isinstance(a, torch.Tensor) else None for a in args]
         watch_mode, largest = _watchers()
         del self.launched[:]
         started = time.time()
@@ -165,14 +177,16 @@ class Session:
         if self.device == "cuda":
             torch.cuda.synchronize()
         seconds = time.time() - started
-        modified = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None and not _same_bits(a, b)]
+        modified = [i for i, (a, b) in enumerate(zip(args, before)) if b is not None
+                    and not torch.equal(_storage_bytes(a), b)]
         launched = []
         for origin in self.launched:
             if origin not in launched:
                 launched.append(origin)
         calls = [[name, [list(s) for s in shapes], n] for (name, shapes), n in watch_mode.counts.items()]
         info = {"launched": launched, "forbidden": calls, "largest_numel": largest.numel,
-                "largest_shape": largest.shape, "inputs_modified": modified, "seconds": seconds}
+                "largest_shape": largest.shape, "inputs_modified": modified, "seconds": seconds,
+                "stores_past_end": watch_mode.stores_past_end()}
         return [out, grads, info]
 
     def bench(self, name, args, kwargs, key="student", backward=False, reps=None):
@@ -230,15 +244,27 @@ def cell_and_line(program, lineno):
 
 
 def describe(error, session):
-    """The error and the last frames of it that are in the learner's own cells (not the grader's, not Triton's)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if session and f.filename in session.programs]
+    """The error and the last frames of it that are in the learner's own cells (not the grader's, not Triton's). An
+    error inside a kernel run by the interpreter arrives as the cause of Triton's own error: its frames count too."""
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen and len(chain) < 5:
+        seen.add(id(error))
+        chain.append(error)
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+    frames = []
+    for link in chain:
+        frames += [f for f in traceback.extract_tb(link.__traceback__)
+                   if session and f.filename in session.programs and (f.filename, f.lineno) not in
+                   {(g.filename, g.lineno) for g in frames}]
     where = "".join(f"  in your notebook, {session.where(f.filename, f.lineno)}: {(f.line or '').strip()}\n"
                     for f in frames[-3:])
-    text = str(error).strip()
+    main, note = chain[0], ""
+    if type(main).__name__ == "InterpreterError" and len(chain) > 1:  # Triton's wrapper around the kernel's error
+        main, note = chain[-1], " (raised inside a kernel run by Triton's interpreter)"
+    text = str(main).strip()
     if len(text) > 1500:
         text = text[:1500] + " …"
-    return f"{type(error).__name__}: {text}" + (f"\n{where.rstrip()}" if where else "")
+    return f"{type(main).__name__}: {text}{note}" + (f"\n{where.rstrip()}" if where else "")
 
 
 def main(fd):
