@@ -4,7 +4,15 @@ Conventions the lesson teaches (and these checks hold the student to):
   - `stable_softmax` returns the input's dtype; a slice that is entirely -inf gives 0s (never NaN);
   - `naive_attention` takes q (..., M, d) and k, v (..., N, d); sm_scale defaults to 1/sqrt(d);
   - causal masks are aligned top-left, as torch's `scaled_dot_product_attention(is_causal=True)`:
-    query i sees keys 0..i (so no row is ever fully masked when N >= 1).
+    query i sees keys 0..i (so no row is ever fully masked when N >= 1). The judge builds its mask element by
+    element from that definition (key j > query i), not with the `triu` formula the solution uses.
+One mistake, one check (COURSE_SPEC §5): each check tests its own concept on inputs that are easy in every other
+respect. Only softmax_rows and attention_shapes use fp16; only softmax_stable huge values; only softmax_any_dim a
+dim other than the last; only softmax_masked -inf entries; only attention_shapes the default scale (the other
+attention checks pass sm_scale = 1/sqrt(d) explicitly, so a wrong default costs attention_shapes alone and an
+ignored sm_scale attention_scale alone); only the two causal checks causal=True; only attention_causal_rect a
+causal M != N; only attention_views non-contiguous inputs. (An input changed in place fails every call: the harness
+checks that on each one.)
 Everything here is plain PyTorch, so every mode (interpreter and structure too) runs the same checks, on the CPU
 when there is no GPU.
 """
@@ -33,6 +41,7 @@ lesson = Lesson(
 SOFTMAX = ("stable_softmax",)
 ATTENTION = ("stable_softmax", "naive_attention")  # naive_attention is built on the student's softmax
 NEG_INF = float("-inf")
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 
 
 # ── stable_softmax ───────────────────────────────────────────────────────────────────────────────
@@ -75,48 +84,56 @@ def softmax_hint(x, dim, out):
     return ""
 
 
-@lesson.check(1, "stable_softmax of 2-D rows (any length)", needs=SOFTMAX, timeout=60)
+@lesson.check(1, "stable_softmax of 2-D rows (any length), fp32 and fp16", needs=SOFTMAX, timeout=60)
 def softmax_rows(ctx):
-    for shape in ctx.pick(gpu=[(1, 1), (7, 3), (64, 1000), (300, 4097)],
-                          interpreter=[(1, 1), (5, 7), (16, 100), (3, 1000)]):
-        x = ctx.randn(*shape, scale=3.0)
+    # fp16 (and bf16 on a GPU) at scale 1: a sum of exp(x) stays far below fp16's 65504 even without the max
+    # subtraction, which softmax_stable grades
+    cases = ctx.pick(gpu=[((1, 1), F32, 3.0), ((7, 3), F32, 3.0), ((64, 1000), F32, 3.0), ((300, 4097), F32, 3.0),
+                          ((128, 1000), F16, 1.0), ((128, 1000), BF16, 1.0)],
+                     interpreter=[((1, 1), F32, 3.0), ((5, 7), F32, 3.0), ((16, 100), F32, 3.0), ((3, 1000), F32, 3.0),
+                                  ((8, 50), F16, 1.0)])
+    for shape, dtype, scale in cases:
+        x = ctx.randn(*shape, dtype=dtype, scale=scale)
         expect_softmax(ctx, x)           # the default dim=-1
         expect_softmax(ctx, x, dim=-1)
 
 
-@lesson.check(1, "stable_softmax of huge values (±1e4), fp16, along any dim", needs=SOFTMAX, timeout=60)
-def softmax_stable_any_dim(ctx):
-    cases = ctx.pick(
-        gpu=[((64, 512), -1, torch.float32, 1e4), ((8, 77, 33), 1, torch.float32, 1e4),
-             ((4, 3, 50, 9), 0, torch.float32, 1e4), ((6, 5, 40), -2, torch.float16, 5e3),
-             ((128, 1000), -1, torch.float16, 3.0), ((128, 1000), -1, torch.bfloat16, 3.0)],
-        interpreter=[((4, 37), -1, torch.float32, 1e4), ((3, 5, 7), 1, torch.float32, 1e4),
-                     ((4, 3, 6, 2), 0, torch.float32, 1e4), ((6, 5, 9), -2, torch.float16, 5e3),
-                     ((8, 50), -1, torch.float16, 3.0)])
-    for shape, dim, dtype, scale in cases:
-        expect_softmax(ctx, ctx.randn(*shape, dtype=dtype, scale=scale), dim=dim)
+@lesson.check(1, "stable_softmax of huge values (±1e4) stays finite", needs=SOFTMAX, timeout=60)
+def softmax_stable(ctx):
+    for shape in ctx.pick(gpu=[(64, 512), (8, 77)], interpreter=[(4, 37), (2, 9)]):
+        expect_softmax(ctx, ctx.randn(*shape, scale=1e4))
+
+
+@lesson.check(1, "stable_softmax along any dim (0, 1, -2) of 3-D and 4-D tensors", needs=SOFTMAX, timeout=60)
+def softmax_any_dim(ctx):
+    cases = ctx.pick(gpu=[((8, 77, 33), 1), ((4, 3, 50, 9), 0), ((6, 5, 40), -2), ((2, 30, 3, 20), 2)],
+                     interpreter=[((3, 5, 7), 1), ((4, 3, 6, 2), 0), ((6, 5, 9), -2), ((2, 4, 3, 5), 2)])
+    for shape, dim in cases:
+        expect_softmax(ctx, ctx.randn(*shape, scale=3.0), dim=dim)
 
 
 @lesson.check(1, "stable_softmax with -inf entries: an all -inf slice gives 0s, not NaN", needs=SOFTMAX,
               timeout=60)
 def softmax_masked(ctx):
-    for shape, dim, dtype in ctx.pick(gpu=[((64, 300), -1, torch.float32), ((16, 40, 77), 1, torch.float16)],
-                                      interpreter=[((6, 10), -1, torch.float32), ((5, 4, 9), 1, torch.float16),
-                                                   ((7, 8), 0, torch.float32)]):
-        x = ctx.randn(*shape, dtype=torch.float32, scale=3.0)
+    # fp32 along the last dim (fp16 and other dims have their own checks)
+    for shape in ctx.pick(gpu=[(64, 300), (16, 40, 77)], interpreter=[(6, 10), (5, 4, 9), (7, 8)]):
+        x = ctx.randn(*shape, scale=3.0)
         drop = ctx.randn(*shape) > 0.5          # about 30% of the entries are masked
-        x = x.masked_fill(drop, NEG_INF).movedim(dim, -1).contiguous()
-        x.view(-1, x.shape[-1])[1] = NEG_INF   # one whole slice along `dim` is masked
-        x = x.movedim(-1, dim).contiguous()
-        expect_softmax(ctx, x.to(dtype), dim=dim)
+        x = x.masked_fill(drop, NEG_INF)
+        x.view(-1, x.shape[-1])[1] = NEG_INF   # one whole row is masked
+        expect_softmax(ctx, x, dim=-1)
 
 
 # ── naive_attention ──────────────────────────────────────────────────────────────────────────────
 
 def causal_mask(M, N, align="top-left", diagonal=1):
-    """True where a key is hidden from a query: key j > i (top-left), or j > i + N - M (bottom-right)."""
-    offset = 0 if align == "top-left" else N - M
-    return torch.ones(M, N, dtype=torch.bool).triu(diagonal=diagonal + offset)
+    """True where key j is hidden from query i: j > i (top-left), or j > i + N - M (bottom-right); `diagonal=0`
+    also hides j = i (a usual mistake). Built element by element from that definition, not with `triu` (the
+    solution's formula), so a mistake in the formula cannot hide in the reference."""
+    offset = (0 if align == "top-left" else N - M) + diagonal - 1
+    query = torch.arange(M).view(M, 1)
+    key = torch.arange(N).view(1, N)
+    return key > query + offset
 
 
 def attention(q, k, v, causal=False, sm_scale=None, dtype=torch.float64, softmax_dim=-1, align="top-left",
@@ -125,7 +142,7 @@ def attention(q, k, v, causal=False, sm_scale=None, dtype=torch.float64, softmax
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     scores = (q @ k.transpose(-2, -1)) * scale
-    hidden = causal_mask(q.shape[-2], k.shape[-2], align, diagonal) if causal else None
+    hidden = causal_mask(q.shape[-2], k.shape[-2], align, diagonal).to(q.device) if causal else None
     if hidden is not None and not mask_after:
         scores = scores.masked_fill(hidden, fill)
     p = torch.softmax(scores.float() if dtype == torch.float16 else scores, dim=softmax_dim).to(dtype)
@@ -195,7 +212,10 @@ def qkv(ctx, q_shape, n_keys, dtype=torch.float32):
     return ctx.randn(*q_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype)
 
 
-F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+def usual_scale(q):
+    """1/sqrt(d), passed explicitly by the checks that are not about the scale: a wrong default (attention_shapes
+    grades it) or an ignored sm_scale (attention_scale) then costs only the check named for it."""
+    return 1.0 / math.sqrt(q.shape[-1])
 
 
 @lesson.check(2, "naive_attention: 2-D, batched and multi-head inputs, M != N, fp32 and fp16", needs=ATTENTION,
@@ -213,34 +233,32 @@ def attention_shapes(ctx):
 
 @lesson.check(1, "naive_attention with a given sm_scale", needs=ATTENTION, timeout=60)
 def attention_scale(ctx):
-    cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, F32, 0.5), ((2, 4, 100, 64), 300, F16, 0.03),
-                          ((3, 129, 40), 129, F32, 1.0)],
-                     # sm_scale=1 in fp32 only: fp16 scores near its overflow (exp(11) > 65504) would fail a softmax
-                     # without the max subtraction in some seeds and not others (softmax_stable_any_dim grades that)
-                     interpreter=[((2, 2, 9, 64), 9, F32, 0.5), ((2, 4, 10, 64), 30, F16, 0.03),
-                                  ((3, 13, 40), 13, F32, 1.0)])
-    for q_shape, n_keys, dtype, scale in cases:
-        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype), sm_scale=scale)
+    # fp32 only (fp16 is attention_shapes'): with sm_scale=1 fp16 scores come near exp's overflow (exp(11) > 65504)
+    cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, 0.5), ((2, 4, 100, 64), 300, 0.03), ((3, 129, 40), 129, 1.0)],
+                     interpreter=[((2, 2, 9, 64), 9, 0.5), ((2, 4, 10, 64), 30, 0.03), ((3, 13, 40), 13, 1.0)])
+    for q_shape, n_keys, scale in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, n_keys), sm_scale=scale)
 
 
 @lesson.check(2, "naive_attention with causal=True (square: M == N)", needs=ATTENTION, timeout=60)
 def attention_causal(ctx):
-    cases = ctx.pick(gpu=[((256, 64), F32, None), ((2, 8, 1000, 64), F16, None), ((2, 4, 512, 128), BF16, None),
-                          ((4, 333, 80), F32, 0.2), ((1, 1, 1, 16), F32, None)],
-                     interpreter=[((7, 16), F32, None), ((2, 3, 33, 24), F32, None), ((2, 2, 20, 32), F16, None),
-                                  ((3, 13, 40), F32, 0.2), ((1, 1, 1, 8), F32, None)])
-    for q_shape, dtype, scale in cases:
-        expect_attention(ctx, *qkv(ctx, q_shape, q_shape[-2], dtype), causal=True, sm_scale=scale)
+    for q_shape in ctx.pick(gpu=[(256, 64), (2, 8, 1000, 64), (2, 4, 512, 128), (4, 333, 80), (1, 1, 1, 16)],
+                            interpreter=[(7, 16), (2, 3, 33, 24), (2, 2, 20, 32), (3, 13, 40), (1, 1, 1, 8)]):
+        q, k, v = qkv(ctx, q_shape, q_shape[-2])
+        expect_attention(ctx, q, k, v, causal=True, sm_scale=usual_scale(q))
 
 
 @lesson.check(1, "naive_attention with causal=True and M != N (top-left alignment)", needs=ATTENTION, timeout=60)
 def attention_causal_rect(ctx):
-    cases = ctx.pick(gpu=[((2, 4, 100, 64), 300, F32), ((2, 4, 300, 64), 100, F32), ((1, 8, 77, 128), 1000, F16),
-                          ((1, 8, 1000, 64), 77, F16)],
-                     interpreter=[((2, 2, 5, 16), 12, F32), ((2, 2, 12, 16), 5, F32), ((9, 32), 4, F32),
-                                  ((2, 7, 32), 19, F16)])
-    for q_shape, n_keys, dtype in cases:
-        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype), causal=True,
+    # fewer queries than keys and more, down to a single query or a single key (where top-left and bottom-right
+    # differ most); compared with a mask built from the definition (causal_mask), not with the solution's triu
+    cases = ctx.pick(gpu=[((2, 4, 100, 64), 300), ((2, 4, 300, 64), 100), ((1, 8, 77, 128), 1000),
+                          ((1, 8, 1000, 64), 77), ((1, 64), 513), ((513, 64), 1)],
+                     interpreter=[((2, 2, 5, 16), 12), ((2, 2, 12, 16), 5), ((9, 32), 4), ((2, 7, 32), 19),
+                                  ((1, 16), 6), ((6, 16), 1)])
+    for q_shape, n_keys in cases:
+        q, k, v = qkv(ctx, q_shape, n_keys)
+        expect_attention(ctx, q, k, v, causal=True, sm_scale=usual_scale(q),
                          note=" (top-left causal mask: query i sees keys 0..i)")
 
 
@@ -248,10 +266,10 @@ def attention_causal_rect(ctx):
               needs=ATTENTION, timeout=60)
 def attention_views(ctx):
     # Models keep (batch, tokens, heads, d) and hand attention a transposed view; q, k, v must not be modified.
-    for B, M, N, H, d, dtype, causal in ctx.pick(gpu=[(2, 300, 300, 8, 64, F16, True), (2, 128, 200, 4, 64, F32, False)],
-                                                interpreter=[(2, 11, 11, 3, 16, F32, True),
-                                                             (2, 6, 9, 2, 24, F32, False)]):
-        q = ctx.randn(B, M, H, d, dtype=dtype).transpose(1, 2)
-        k = ctx.randn(B, N, H, d, dtype=dtype).transpose(1, 2)
-        v = ctx.randn(B, N, H, d, dtype=dtype).transpose(1, 2)
-        expect_attention(ctx, q, k, v, causal=causal, note=" (transposed views, not contiguous)")
+    # Not causal, fp32 (causal masks and fp16 have their own checks).
+    for B, M, N, H, d in ctx.pick(gpu=[(2, 300, 300, 8, 64), (2, 128, 200, 4, 64)],
+                                  interpreter=[(2, 11, 11, 3, 16), (2, 6, 9, 2, 24)]):
+        q = ctx.randn(B, M, H, d).transpose(1, 2)
+        k = ctx.randn(B, N, H, d).transpose(1, 2)
+        v = ctx.randn(B, N, H, d).transpose(1, 2)
+        expect_attention(ctx, q, k, v, sm_scale=usual_scale(q), note=" (transposed views, not contiguous)")

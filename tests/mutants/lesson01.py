@@ -1,6 +1,9 @@
 from . import SEGFAULT, Mutant
 
-SOFTMAX_CHECKS = {"softmax_rows", "softmax_stable_any_dim", "softmax_masked"}
+SOFTMAX_CHECKS = {"softmax_rows", "softmax_stable", "softmax_any_dim", "softmax_masked"}
+# One mistake, one check (COURSE_SPEC §5): a mistake of one concept keeps the points of the other checks. `passes`
+# names the checks that such a mistake used to cost too, or that share its inputs. Every check was run once on every
+# mutant (but the hangs) to confirm the rest; running them all here would cost CI minutes for little more evidence.
 
 SCORES = ("    if sm_scale is None:\n        sm_scale = 1.0 / math.sqrt(d)\n"
           "    scores = (q @ k.transpose(-2, -1)) * sm_scale\n")
@@ -14,48 +17,63 @@ MUTANTS = [
            {"softmax_rows"}, "stable_softmax returns torch.softmax"),
     Mutant("sdpa_in_naive_attention",
            [("    out = p @ v\n", "    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale)\n")],
-           {"attention_shapes"}, "naive_attention returns scaled_dot_product_attention"),
+           {"attention_shapes"}, "naive_attention returns scaled_dot_product_attention",
+           passes={"softmax_rows"}),
     # ── stable_softmax mistakes ──────────────────────────────────────────────────────────────────
     Mutant("no_max_subtraction",
            [(SOFTMAX_BODY, "    e = torch.exp(x)\n    out = e / e.sum(dim=dim, keepdim=True)\n")],
-           {"softmax_stable_any_dim"}, "exp overflows for huge inputs (fine for small ones)"),
+           {"softmax_stable", "softmax_masked"}, "the softmax as written, exp(x) / sum: exp overflows for huge inputs, "
+           "and a fully -inf slice gives 0/0 (the clamp of TODO 3 needs the max subtraction); fine for ordinary values",
+           passes={"softmax_rows", "softmax_any_dim", "attention_scale"}),
     Mutant("fully_masked_slice_gives_nan",
            [('    m = m.masked_fill(m == float("-inf"), 0.0)\n', "")],
-           {"softmax_masked"}, "no guard for a slice that is all -inf: -inf - (-inf) = NaN"),
+           {"softmax_masked"}, "no guard for a slice that is all -inf: -inf - (-inf) = NaN",
+           passes={"softmax_rows", "attention_causal", "attention_causal_rect"}),
     Mutant("softmax_ignores_dim",
            [("m = x.amax(dim=dim, keepdim=True)", "m = x.amax(dim=-1, keepdim=True)"),
             ("s = e.sum(dim=dim, keepdim=True)", "s = e.sum(dim=-1, keepdim=True)")],
-           {"softmax_stable_any_dim"}, "always normalises the last dim"),
+           {"softmax_any_dim"}, "always normalises the last dim",
+           passes={"softmax_rows", "softmax_stable", "softmax_masked"}),
     # ── naive_attention mistakes ─────────────────────────────────────────────────────────────────
     Mutant("scale_one_over_d",
            [("sm_scale = 1.0 / math.sqrt(d)", "sm_scale = 1.0 / d")],
            {"attention_shapes"}, "default scale 1/d instead of 1/sqrt(d); a given sm_scale still works",
-           passes={"attention_scale"}),
+           passes={"attention_scale", "attention_causal", "attention_causal_rect", "attention_views"}),
     Mutant("given_sm_scale_ignored",
            [(SCORES, "    sm_scale = 1.0 / math.sqrt(d)\n    scores = (q @ k.transpose(-2, -1)) * sm_scale\n")],
            {"attention_scale"}, "always scales by 1/sqrt(d), whatever sm_scale the caller gives",
-           passes={"attention_shapes"}),
+           passes={"attention_shapes", "attention_causal", "attention_causal_rect", "attention_views"}),
     Mutant("softmax_over_queries",
            [("p = stable_softmax(scores, dim=-1)", "p = stable_softmax(scores, dim=-2)")],
-           {"attention_shapes"}, "softmax over dim -2 (the queries) instead of the keys"),
+           {"attention_shapes"}, "softmax over dim -2 (the queries) instead of the keys",
+           passes={"softmax_rows"}),
     Mutant("causal_hides_diagonal",
            [("triu(diagonal=1)", "triu(diagonal=0)")],
-           {"attention_causal"}, "off by one: query i cannot see key i (row 0 sees nothing)"),
+           {"attention_causal", "attention_causal_rect"}, "off by one: query i cannot see key i (row 0 sees nothing)",
+           passes={"attention_shapes", "attention_views"}),
     Mutant("causal_mask_after_softmax",
-           [('        scores = scores.masked_fill(hidden, float("-inf"))\n', ""),
+           [('.triu(diagonal=1)\n        scores = scores.masked_fill(hidden, float("-inf"))\n', ".triu(diagonal=1)\n"),
             ("    p = stable_softmax(scores, dim=-1)\n",
              "    p = stable_softmax(scores, dim=-1)\n    if causal:\n        p = p.masked_fill(hidden, 0.0)\n")],
-           {"attention_causal"}, "zeroes the future after the softmax: rows no longer sum to 1"),
+           {"attention_causal", "attention_causal_rect"}, "zeroes the future after the softmax: rows no longer sum to 1",
+           passes={"attention_shapes", "attention_views"}),
     Mutant("causal_bottom_right",
            [("triu(diagonal=1)", "triu(diagonal=1 + N - M)")],
-           {"attention_causal_rect"}, "bottom-right alignment (flash-attn's) instead of top-left (torch's is_causal)"),
+           {"attention_causal_rect"}, "bottom-right alignment (flash-attn's) instead of top-left (torch's is_causal)",
+           passes={"attention_causal"}),
+    Mutant("causal_mask_n_by_n",
+           [("torch.ones(M, N, dtype=torch.bool", "torch.ones(N, N, dtype=torch.bool")],
+           {"attention_causal_rect"}, "the mask is (N, N), as if there were as many queries as keys: fine while M == N",
+           passes={"attention_causal"}),
     Mutant("q_scaled_in_place",
            [(SCORES, "    if sm_scale is None:\n        sm_scale = 1.0 / math.sqrt(d)\n    q *= sm_scale\n"
                      "    scores = q @ k.transpose(-2, -1)\n")],
-           {"attention_views"}, "q *= sm_scale changes the caller's tensor"),
+           {"attention_views"}, "q *= sm_scale changes the caller's tensor (every call checks its inputs, so every "
+           "attention check fails)", passes={"softmax_rows"}),
     Mutant("causal_mask_on_cpu",
            [("dtype=torch.bool, device=q.device)", "dtype=torch.bool)")],
-           {"attention_causal"}, "the mask is built on the CPU: fails only when q is on a GPU", gpu_only=True),
+           {"attention_causal", "attention_causal_rect"}, "the mask is built on the CPU: fails only when q is on a GPU",
+           gpu_only=True, passes={"attention_shapes", "attention_views"}),
     # ── isolation: a crash, a hang or a monkey-patch costs only naive_attention's points ────────
     Mutant("crash_in_naive_attention",
            [(ATTENTION_START, "    " + SEGFAULT + "\n" + ATTENTION_START)],
@@ -67,5 +85,6 @@ MUTANTS = [
            [("def naive_attention(", "torch.allclose = lambda *a, **k: True\n"
                                      "torch.testing.assert_close = lambda *a, **k: None\n\n\ndef naive_attention("),
             ("    out = p @ v\n", "    out = (p @ v) * 1.1\n")],
-           {"attention_shapes"}, "patches torch's comparisons at the top of the cell and returns a wrong result"),
+           {"attention_shapes"}, "patches torch's comparisons at the top of the cell and returns a wrong result (the "
+           "static guard refuses the whole submission: every check fails)"),
 ]
