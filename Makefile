@@ -64,6 +64,11 @@ mutant-seeds: setup ## every check of every wrong submission 8 times: a verdict 
 	$(PY) tests/fresh_seeds.py --mutants --mode $(or $(MODE),interpreter) --repeat 8 --jobs $(TEST_JOBS) \
 	  --out tests/reports/mutant_seeds_$(or $(MODE),interpreter).txt
 
+mutation-score: setup ## one-token mutants of every reference solution graded like submissions (hours; MODE=gpu ONLY_IDS=file)
+	$(PY) tests/mutation.py --mode $(or $(MODE),interpreter) --jobs $(TEST_JOBS) $(if $(ONLY_IDS),--only-ids $(ONLY_IDS)) \
+	  --out tests/reports/mutation_$(or $(MODE),interpreter).txt \
+	  --survivors-out tests/reports/mutation_$(or $(MODE),interpreter)_survivors.txt
+
 class-scale: setup ## autograde a sample class (31 submissions, all lessons) with real nbgrader; checks every grade
 	$(PY) tests/class_scale.py --out demo/class --parallel $(TEST_JOBS)
 
