@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sandbox build solutions demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
+.PHONY: help setup sandbox build solutions compat demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ mutation-score: setup ## one-token mutants of every reference solution graded li
 
 class-scale: setup ## autograde a sample class (31 submissions, all lessons) with real nbgrader; checks every grade
 	$(PY) tests/class_scale.py --out demo/class --parallel $(TEST_JOBS)
+
+compat: setup ## the course on Triton 3.4-3.9 (interpreter): notebooks run, references at full marks, AOT compile
+	$(PY) tests/compat.py --out tests/reports/compat.txt $(if $(VERSIONS),--versions $(VERSIONS),)
 
 clean: ## remove nbgrader's working folders and caches (keeps .venv)
 	rm -rf grader/release grader/submitted grader/autograded grader/feedback grader/gradebook.db demo .pytest_cache
