@@ -4,6 +4,7 @@
   python -m grader fill LESSON --out PATH
   python -m grader build [--check] [--lesson ID ...]
   python -m grader run-solutions [--lesson ID ...] [--out DIR]
+  python -m grader translations LESSON [--language zh]
   python -m grader demo
   python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--course DIR]
 """
@@ -16,13 +17,19 @@ from . import notebook, notebook_setup, sandbox
 from .harness import ROOT, run_lesson, source_path
 
 
-def release_path(lesson_id):
-    return ROOT / "course" / lesson_id / f"{lesson_id}.ipynb"
+def release_path(lesson_id, language="en"):
+    edition = ROOT / "course" if language == "en" else ROOT / "course" / language
+    return edition / lesson_id / f"{lesson_id}.ipynb"
 
 
-def reference_notebook(lesson_id):
-    """The student notebook with every TODO filled by the reference solution (what `grader fill` writes)."""
-    return notebook.filled(notebook.read(release_path(lesson_id)), notebook.read(source_path(lesson_id)))
+def reference_notebook(lesson_id, language="en"):
+    """The student notebook with every TODO filled by the reference solution (what `grader fill` writes); in another
+    edition, the reference code with that edition's hints."""
+    source = notebook.read(source_path(lesson_id))
+    if language != "en":
+        from . import editions
+        source = editions.translate(source, lesson_id, language)[0]
+    return notebook.filled(notebook.read(release_path(lesson_id, language)), source)
 
 
 def cmd_check(args):
@@ -54,7 +61,7 @@ def cmd_check(args):
 def cmd_fill(args):
     from . import lessons
     lessons.get(args.lesson)
-    notebook.write(reference_notebook(args.lesson), args.out)
+    notebook.write(reference_notebook(args.lesson, args.language), args.out)
     print(f"wrote {args.out}: {args.lesson} with every TODO filled by the reference solution")
 
 
@@ -64,6 +71,16 @@ def cmd_build(args):
     if args.check and changed:
         sys.exit("out of date (run `make build`): " + ", ".join(str(p) for p in changed))
     print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
+
+
+def cmd_translations(args):
+    from . import editions, lessons
+    lessons.get(args.lesson)
+    source = notebook.read(source_path(args.lesson))
+    path = editions.write_catalog(editions.skeleton(source, args.lesson, args.language), args.language, args.lesson)
+    _, missing = editions.translate(source, args.lesson, args.language)
+    stale = editions.stale_entries(source, args.lesson, args.language)
+    print(f"{path}: {len(missing)} required texts without a translation" + (f"; dropped {len(stale)} stale" if stale else ""))
 
 
 def cmd_run_solutions(args):
@@ -111,11 +128,16 @@ def main(argv=None):
     fill = sub.add_parser("fill", help="write the student notebook with every TODO filled by the reference")
     fill.add_argument("lesson")
     fill.add_argument("--out", required=True)
+    fill.add_argument("--language", default="en", help="the edition: en (default) or zh")
     fill.set_defaults(run=cmd_fill)
     build = sub.add_parser("build", help="regenerate course/ and solutions/ from grader/source/")
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
     build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
+    words = sub.add_parser("translations", help="write or update an edition's catalog for a lesson (empty entries to fill)")
+    words.add_argument("lesson")
+    words.add_argument("--language", default="zh")
+    words.set_defaults(run=cmd_translations)
     solutions = sub.add_parser("run-solutions", help="run each solutions notebook and record its outputs in it")
     solutions.add_argument("--lesson", nargs="*", help="only these lessons")
     solutions.add_argument("--out", help="write the executed notebooks here instead of into solutions/")

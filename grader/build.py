@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import notebook
+from . import editions, notebook
 from .harness import ROOT, SOURCE_DIR
 
 GRADER_DIR = Path(__file__).resolve().parent
@@ -69,11 +69,14 @@ def clean(nb):
     return nb
 
 
-def generate_release(lesson_ids_, out_dir):
-    """Run nbgrader generate_assignment in a scratch course folder; returns {id: release notebook}."""
+def generate_release(sources):
+    """Run nbgrader generate_assignment in a scratch course folder on the source notebooks {id: notebook};
+    returns {id: release notebook}."""
+    lesson_ids_ = list(sources)
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(GRADER_DIR / "nbgrader_config.py", tmp)
-        shutil.copytree(SOURCE_DIR, Path(tmp) / "source")
+        for lesson, nb in sources.items():
+            notebook.write(clean(nb), Path(tmp) / "source" / lesson / f"{lesson}.ipynb")
         # the config imports grader.nbgrader_plugins: the repo must be importable, or nbgrader silently
         # ignores the whole config (and writes its default stub)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -94,10 +97,10 @@ def release_notebook(generated):
     return nb
 
 
-def solutions_notebook(release, source):
+def solutions_notebook(release, source, language="en"):
     nb = nbformat.from_dict(json.loads(json.dumps(release)))
-    nb.cells.insert(0, nbformat.v4.new_markdown_cell(SOLUTIONS_NOTE))
-    nb.cells.append(nbformat.v4.new_markdown_cell(STOP))
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(editions.SOLUTIONS_NOTE.get(language, SOLUTIONS_NOTE)))
+    nb.cells.append(nbformat.v4.new_markdown_cell(editions.STOP.get(language, STOP)))
     for cell in source.cells:
         keep = (notebook.is_solution(cell) or notebook.tags(cell) & {"solution-notes", "check", "demo"}
                 or (cell.cell_type == "markdown" and cell.source.lstrip().startswith("#")
@@ -156,11 +159,24 @@ def build(check_only=False, only=None):
         sources[lesson] = nb
     if check_only and changed:
         return changed  # the sources themselves are stale; the release would be generated from stale text
-    generated = generate_release(ids, None)
+    generated = generate_release(sources)
     for lesson in ids:
         release = release_notebook(generated[lesson])
         _write_if_changed(release, ROOT / "course" / lesson / f"{lesson}.ipynb", check_only, changed)
         solution_path = ROOT / "solutions" / f"{lesson}.ipynb"
         _write_if_changed(with_recorded_outputs(solutions_notebook(release, sources[lesson]), solution_path),
                           solution_path, check_only, changed)
+    for language in editions.LANGUAGES:  # each edition: the same sources with the words swapped (grader/editions.py)
+        translated = {lesson: editions.translate(sources[lesson], lesson, language)[0] for lesson in ids
+                      if editions.catalog_path(language, lesson).exists()}
+        if not translated:
+            continue
+        generated = generate_release(translated)
+        for lesson, source in translated.items():
+            release = release_notebook(generated[lesson])
+            release.metadata["course_language"] = language
+            _write_if_changed(release, ROOT / "course" / language / lesson / f"{lesson}.ipynb", check_only, changed)
+            solution_path = ROOT / "solutions" / language / f"{lesson}.ipynb"
+            solution = solutions_notebook(release, source, language)
+            _write_if_changed(with_recorded_outputs(solution, solution_path), solution_path, check_only, changed)
     return changed

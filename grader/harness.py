@@ -22,8 +22,9 @@ from pathlib import Path
 
 import torch
 
-from . import notebook, sandbox, structure, wire
-from .notebook_checks import mismatch, nan_framed, unfinished_todos
+from . import editions, notebook, sandbox, structure, wire
+from .messages import text
+from .notebook_checks import mismatch, nan_framed, todo_message, unfinished_todos
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIR = Path(__file__).resolve().parent / "source"
@@ -41,8 +42,8 @@ class WorkerGone(Exception):
     pass
 
 
-MAX_REPLY_BYTES = 1 << 31
-_PREPARING = threading.Lock()  # a reply larger than this is the check's failure, never the judge's
+MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
+_PREPARING = threading.Lock()
 
 
 class Worker:
@@ -50,8 +51,8 @@ class Worker:
     sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
     (grader/wire.py): nothing the worker sends is unpickled or executed here."""
 
-    def __init__(self, mode, program_text, scratch, logs, hidden=()):
-        self.mode = mode
+    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en"):
+        self.mode, self.language = mode, language
         scratch, logs = Path(scratch), Path(logs)
         logs.mkdir(parents=True, exist_ok=True)
         with _PREPARING:  # checks of one submission start side by side and share its scratch folder
@@ -91,28 +92,26 @@ class Worker:
             reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, timeout))
         except wire.Timeout:
             self.kill()
-            raise WorkerGone(f"timed out after {timeout:.0f} s (an endless loop, or a kernel that never "
-                             "finishes?); the process running your code was stopped")
+            raise WorkerGone(text("timed_out", self.language, seconds=timeout))
         except wire.TooLarge as size:
             self.kill()
-            raise WorkerGone(f"your code sent back {int(str(size)) / 2**20:.0f} MB during `{op}`, more than the "
-                             f"{MAX_REPLY_BYTES / 2**20:.0f} MB a check accepts; the process was stopped")
+            raise WorkerGone(text("too_large", self.language, megabytes=int(str(size)) / 2**20, op=op,
+                                  limit=MAX_REPLY_BYTES / 2**20))
         except wire.WireError as error:
             self.kill()
-            raise WorkerGone(f"the process running your code sent back something that is not plain data during "
-                             f"`{op}` ({error}); it was stopped")
+            raise WorkerGone(text("not_plain", self.language, op=op, error=error))
         except (EOFError, OSError):
-            why = _death(self.process.wait(timeout=10), self.contained)
+            why = _death(self.process.wait(timeout=10), self.contained, self.language)
             tail = self.output_tail()
-            raise WorkerGone(f"the process running your code died ({why}) during `{op}`; a crash, os._exit() "
-                             "or an out-of-bounds store does this" + (f". Its last output:\n{tail}" if tail else ""))
+            raise WorkerGone(text("died", self.language, why=why, op=op)
+                             + (text("last_output", self.language, tail=tail) if tail else ""))
         if type(reply) is dict and set(reply) == {"ok"}:
             return reply
         if (type(reply) is dict and set(reply) == {"error"} and type(reply["error"]) is list
                 and len(reply["error"]) == 2 and all(type(x) is str for x in reply["error"])):
             return reply
         self.kill()
-        raise WorkerGone(f"the process running your code sent back a malformed reply during `{op}`; it was stopped")
+        raise WorkerGone(text("malformed", self.language, op=op))
 
     def kill(self):
         try:
@@ -143,6 +142,10 @@ class Check:
     modes: tuple = ("gpu", "interpreter")  # modes that run `fn`; structure mode uses the static checks
     timeout: float = 240
     compile_only: bool = False  # runs the kernels through Triton's compiler for real GPUs, never launches them
+    zh: str = None             # the title in the Chinese edition
+
+    def title_in(self, language):
+        return self.zh if language == "zh" and self.zh else self.title
 
 
 @dataclass
@@ -161,6 +164,7 @@ class Report:
     lesson: str
     mode: str
     tests: list = field(default_factory=list)
+    language: str = "en"   # the submission's edition (not part of the JSON of COURSE_SPEC §6)
 
     @property
     def score(self):
@@ -189,24 +193,23 @@ TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention",
                        "aten._flash_attention_forward", "aten._efficient_attention_forward")
 
 
-def _death(code, contained):
+def _death(code, contained, language="en"):
     """How a worker process ended, in words: bwrap reports a child killed by signal N as exit status 128 + N."""
     number = -code if code and code < 0 else code - 128 if contained and code and code > 128 else None
     if number is None:
-        return f"exit status {code}"
+        return text("exit_status", language, code=code)
     try:
         name = signal.Signals(number).name
     except ValueError:
         name = "?"
-    return f"killed by signal {number}, {name}" + (": a memory access out of bounds" if name in ("SIGSEGV", "SIGBUS")
-                                                  else "")
+    return text("signal", language, number=number, name=name) + (
+        text("out_of_bounds", language) if name in ("SIGSEGV", "SIGBUS") else "")
 
 
-def _call_reply(name, reply):
+def _call_reply(name, reply, language="en"):
     """(out, grads, info) of a `call` reply, after checking that every part has the type the checks expect."""
     def bad(what):
-        return CheckFailed(f"the process running `{name}` sent back a malformed record ({what}); was the grading "
-                           "process tampered with?")
+        return CheckFailed(text("malformed_record", language, name=name, what=what))
     if type(reply) is not list or len(reply) != 3 or type(reply[2]) is not dict:
         raise bad("not [output, gradients, facts]")
     out, grads, info = reply
@@ -242,10 +245,11 @@ class Lesson:
         self.structure_needs = structure_needs  # {function: [expressions it must use]}
         self.checks = []
 
-    def check(self, points, title, needs=(), kernels=(), modes=None, timeout=240, compile_only=False):
+    def check(self, points, title, needs=(), kernels=(), modes=None, timeout=240, compile_only=False, zh=None):
+        """Register a check; `title` in English and `zh` in Chinese (what the feedback of each edition shows)."""
         def register(fn):
             self.checks.append(Check(fn.__name__, points, title, fn, tuple(needs), tuple(kernels),
-                                     tuple(modes or self.default_modes), timeout, compile_only))
+                                     tuple(modes or self.default_modes), timeout, compile_only, zh))
             return fn
         return register
 
@@ -253,8 +257,9 @@ class Lesson:
 class Context:
     """What a check uses: inputs, calls into the worker, and verdicts with clear messages."""
 
-    def __init__(self, lesson, check, mode, worker, seed, program="", reference=None):
+    def __init__(self, lesson, check, mode, worker, seed, program="", reference=None, language="en"):
         self.lesson, self.check, self.mode, self.worker = lesson, check, mode, worker
+        self.language = language        # the submission's edition: what its messages are written in
         self.seed = seed
         self.gen = torch.Generator().manual_seed(seed)
         self.gpu = mode == "gpu"
@@ -262,6 +267,10 @@ class Context:
         self._reference = reference     # () -> a Worker running the reference solution (speed comparisons)
         self.last_info = None
         self.last_args = None
+
+    def t(self, english, chinese):
+        """A message of a check in the submission's language: ctx.fail(ctx.t(f"…", f"…"))."""
+        return chinese if self.language == "zh" else english
 
     # ── inputs ────────────────────────────────────────────────────────────────────────────────────
     def randn(self, *shape, dtype=torch.float32, scale=1.0):
@@ -274,7 +283,7 @@ class Context:
     def _send(self, op, timeout=None, worker=None, **payload):
         reply = (worker or self.worker).request(op, payload, timeout or self.check.timeout)
         if "error" in reply:
-            raise CheckFailed(f"your code raised {reply['error'][1]}")
+            raise CheckFailed(text("raised", self.language, error=reply["error"][1]))
         return reply["ok"]
 
     def call(self, name, *args, backward=None, allow_torch=False, **kwargs):
@@ -285,14 +294,12 @@ class Context:
         kwargs = {k: nan_framed(v) for k, v in kwargs.items()}
         self.last_args = args
         reply = self._send("call", name=name, args=list(args), kwargs=kwargs, backward=backward)
-        out, grads, info = _call_reply(name, reply)
+        out, grads, info = _call_reply(name, reply, self.language)
         self.last_info = info
         for i in info["inputs_modified"]:
-            raise CheckFailed(f"`{name}` changed its input argument {i} in place, or stored past its end (the memory "
-                              "around each input is checked too); inputs must stay unchanged")
+            raise CheckFailed(text("input_changed", self.language, name=name, index=i))
         for shape in info["stores_past_end"]:
-            raise CheckFailed(f"`{name}` stored past the end of a tensor of shape {tuple(shape)} that it allocated "
-                              "(torch.empty…): a store without a mask, or an offset one row or tile too far")
+            raise CheckFailed(text("store_past_end", self.language, name=name, shape=tuple(shape)))
         self.kernels_launched_from_submission(name, info, self.check.kernels)
         if not allow_torch:
             self.no_forbidden_calls(name, info)
@@ -306,19 +313,17 @@ class Context:
             launches = [launch for launch in info["launched"] if launch[0] == kernel]
             if not launches:
                 names = sorted({launch[0] for launch in info["launched"]})
-                raise CheckFailed(f"`{name}` did not launch `{kernel}`: the graded wrapper must run your Triton "
-                                  f"kernel (it launched {', '.join(names) or 'no kernel'})")
+                raise CheckFailed(text("not_launched", self.language, name=name, kernel=kernel,
+                                       launched=", ".join(names) or text("no_kernel", self.language)))
             for _, filename, line in launches:
                 if filename != self.worker.program_path or line not in definitions.get(kernel, ()):
-                    raise CheckFailed(f"`{name}` launched a kernel named `{kernel}` that is not the one defined in "
-                                      "your notebook: the graded kernel must be your own code")
+                    raise CheckFailed(text("not_yours", self.language, name=name, kernel=kernel))
 
     def no_forbidden_calls(self, name, info, allowed=()):
         banned = [c for c in info["forbidden"] if c[0] in self.lesson.forbidden and c[0] not in allowed]
         if banned:
             op, shapes, _ = banned[0]
-            raise CheckFailed(f"`{name}` called torch `{op}` on tensors of shapes {[tuple(s) for s in shapes]}: this "
-                              "lesson asks you to compute it yourself, so that call costs this check's points")
+            raise CheckFailed(text("forbidden", self.language, name=name, op=op, shapes=[tuple(s) for s in shapes]))
 
     def bench(self, name, *args, key="student", backward=False, **kwargs):
         """Milliseconds of one call of `name` (the student's, or with key="reference" the reference solution's, timed
@@ -327,7 +332,7 @@ class Context:
         ms = self._send("bench", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
                         backward=backward)
         if type(ms) not in (int, float) or not ms > 0:
-            raise CheckFailed(f"timing `{name}` gave {wire.describe_type(ms)}, not a positive number of milliseconds")
+            raise CheckFailed(text("bad_timing", self.language, name=name, what=wire.describe_type(ms)))
         return float(ms)
 
     def best_times(self, first, second, within, rounds=3):
@@ -359,7 +364,7 @@ class Context:
                             capabilities=list(capabilities), **options)
         if type(shared) is not dict or not all(type(v) is int for v in shared.values()) \
                 or set(shared) != {str(c) for c in capabilities}:
-            raise CheckFailed(f"compiling `{kernel}` gave {wire.describe_type(shared)}, not the compiler's report")
+            raise CheckFailed(text("bad_compile", self.language, kernel=kernel, what=wire.describe_type(shared)))
         return {int(cc): v for cc, v in shared.items()}
 
     # ── verdicts ──────────────────────────────────────────────────────────────────────────────────
@@ -372,35 +377,34 @@ class Context:
         exact = exact.detach()
         dtype = same_precision.dtype if same_precision is not None else (got.dtype if isinstance(got, torch.Tensor) else torch.float32)
         floor = floor if floor is not None else {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}.get(dtype, 1e-5 if not self.gpu else 2e-3)
-        name = str(dtype).replace("torch.", "")
-        atol, rule = floor, f"{floor:.1g}, about the rounding error of {name} here"
+        name, language = str(dtype).replace("torch.", ""), self.language
+        atol, rule = floor, text("rule_floor", language, floor=floor, dtype=name)
         if same_precision is not None:
             own = (same_precision.double() - exact.double()).abs().nan_to_num(0).max().item()
             if factor * own > floor:
                 atol = factor * own
-                rule = (f"{atol:.2g} = {factor:g}× the error PyTorch's own {name} computation makes on these inputs "
-                        f"({own:.2g})")
+                rule = text("rule_factor", language, atol=atol, factor=factor, dtype=name, own=own)
             else:
-                rule = (f"{floor:.1g}: {factor:g}× PyTorch's own {name} error here ({own:.2g}), but at least the "
-                        f"rounding floor of {name}" + (" with TF32 tensor cores" if self.gpu and dtype == torch.float32 else ""))
-        problem = mismatch(got, exact.to(dtype), atol, 0.0, rule=rule, what=what)
+                tf32 = text("tf32", language) if self.gpu and dtype == torch.float32 else ""
+                rule = text("rule_factor_floor", language, floor=floor, factor=factor, dtype=name, own=own, tf32=tf32)
+        problem = mismatch(got, exact.to(dtype), atol, 0.0, rule=rule, what=what, language=language)
         if problem:
             raise CheckFailed(problem)
 
 
-def static_problems(lesson, check, program, functions):
+def static_problems(lesson, check, program, functions, language="en"):
     """Problems found without running anything: missing names, unfinished TODOs."""
     for name in check.needs:
         if name not in functions:
-            return f"`{name}` is not defined in the notebook (was its cell deleted or renamed?)"
+            return text("not_defined", language, name=name)
     todos = [(name, unfinished_todos(functions[name])) for name in check.needs]
     todos = [(name, found) for name, found in todos if found]
     if not todos:
         return None
     name, found = todos[0]
     number, hint = found[0]
-    also = ", ".join(f"TODO {', '.join(str(n) for n, _ in f)} in `{fn}`" for fn, f in todos)
-    return f"TODO {number} in `{name}` is not done ({hint}); unfinished: {also}"
+    also = ", ".join(text("todo_in", language, numbers=", ".join(str(n) for n, _ in f), name=fn) for fn, f in todos)
+    return todo_message(number, name, hint, language) + text("unfinished", language, todos=also)
 
 
 def submission_seed(program, check_id):
@@ -431,11 +435,13 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     from . import lessons
     lesson = lessons.get(lesson_id)
     source_nb = notebook.read(source_path(lesson_id))
-    program, cell_problems = notebook.student_program(notebook.read(notebook_path), source_nb)
+    submitted = notebook.read(notebook_path)
+    program, cell_problems = notebook.student_program(submitted, source_nb)
+    language = editions.language_of(submitted)
     submission = Submission(program, notebook.function_sources(program), cell_problems,
-                            structure.tampering(notebook.student_code(program)), sandbox.warning(),
-                            hidden=(Path(notebook_path).resolve().parent, Path.cwd()))
-    report = Report(lesson_id, mode)
+                            structure.tampering(notebook.student_code(program)), sandbox.warning(language),
+                            hidden=(Path(notebook_path).resolve().parent, Path.cwd()), language=language)
+    report = Report(lesson_id, mode, language=language)
     wanted = [c for c in lesson.checks if not only or c.id in only]
     runnable = [c for c in lesson.checks if mode in c.modes]
     # A check that cannot run in this mode counts only when every check that ran passed (unrunnable_verdict), so
@@ -467,30 +473,29 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     failed = [c.id for c in runnable if c.id in results and not results[c.id].passed]
     for check in wanted:
         if check not in runnable:
-            results[check.id] = unrunnable_verdict(results[check.id], check, mode, failed)
+            results[check.id] = unrunnable_verdict(results[check.id], check, mode, failed, language)
             if log:
                 log(results[check.id])
         report.tests.append(results[check.id])
     return report
 
 
-UNRUNNABLE_RULE = ("a check that cannot run in this mode counts only when its code has the right structure and every "
-                   "check that did run passed")
+UNRUNNABLE_RULE = text("unrunnable_rule")  # the notebooks quote it (lesson 00's "How grading feedback reads")
 
 
-def unrunnable_verdict(result, check, mode, failed):
+def unrunnable_verdict(result, check, mode, failed, language="en"):
     """The one rule for every lesson's checks that a mode cannot run (bf16, long sequences and speed need a GPU;
     in structure mode nothing but the compile runs): UNRUNNABLE_RULE."""
-    needs = "a GPU" if check.modes == ("gpu",) else "Triton's interpreter or a GPU"
-    head = f"{check.title} [mode: {mode}]"
+    needs = text("needs_gpu" if check.modes == ("gpu",) else "needs_interpreter", language)
+    head = f"{check.title_in(language)} [mode: {mode}]"
     if not result.passed:
         return result
     if failed:
         return dataclasses.replace(result, points=0.0, passed=False, failed_runs=result.runs, message=(
-            f"{head}: not run in {mode} mode (it needs {needs}), and {len(failed)} check(s) that did run failed "
-            f"({', '.join(failed)}): {UNRUNNABLE_RULE}"))
+            f"{head}: " + text("unrunnable_failed", language, mode=mode, needs=needs, count=len(failed),
+                               failed=", ".join(failed), rule=text("unrunnable_rule", language))))
     return dataclasses.replace(result, message=(
-        f"{head}: ok — not run in {mode} mode (it needs {needs}); it counts because {UNRUNNABLE_RULE.split('only when ')[1]}"))
+        f"{head}: {text('ok', language)} — " + text("unrunnable_ok", language, mode=mode, needs=needs)))
 
 
 @dataclass
@@ -501,32 +506,36 @@ class Submission:
     tampering: list         # constructs that reach into the grading process (structure.tampering)
     not_contained: str      # why the worker runs outside the sandbox (None when it runs inside)
     hidden: tuple = ()      # folders the sandbox hides even where they lie inside one it shows (the course's)
+    language: str = "en"    # the edition it was written in: its messages speak it (grader/editions.py)
 
 
 def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None):
+    language = submission.language
+
     def verdict(passed, message, runs=1, failed_runs=None):
         tag = f"[mode: {mode}]"
-        text = f"{check.title} {tag}: " + ("ok" + (f" — {message}" if message else "") if passed else message)
+        ok = text("ok", language)
+        message = f"{check.title_in(language)} {tag}: " + (ok + (f" — {message}" if message else "") if passed else message)
         if submission.not_contained:
-            text += f"\n⚠ {submission.not_contained}"
-        return Result(check.id, check.points if passed else 0.0, check.points, passed, text,
+            message += f"\n⚠ {submission.not_contained}"
+        return Result(check.id, check.points if passed else 0.0, check.points, passed, message,
                       runs, (0 if passed else runs) if failed_runs is None else failed_runs)
 
     program = submission.program
-    problem = static_problems(lesson, check, program, submission.functions)
+    problem = static_problems(lesson, check, program, submission.functions, language)
     if problem:
         return verdict(False, problem + ("; " + "; ".join(submission.cell_problems) if submission.cell_problems else ""))
     if submission.tampering:
-        return verdict(False, structure.tampering_message(submission.tampering, program))
+        return verdict(False, structure.tampering_message(submission.tampering, program, language))
     if mode not in check.modes or check.compile_only:
-        problem = structure.check_structure(lesson, check, program)
+        problem = structure.check_structure(lesson, check, program, language)
         if problem or mode not in check.modes:
-            return verdict(not problem, problem or "structure only: the code was not run")
+            return verdict(not problem, problem or text("structure_only", language))
     workers = []
 
     def start(program_text, folder):
         workers.append(Worker("compile" if check.compile_only else mode, program_text, work / folder, work / "logs",
-                              submission.hidden))
+                              submission.hidden, language))
         return workers[-1]
 
     def reference():
@@ -542,27 +551,26 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
         worker = start(program, "submission")
         loaded = worker.request("load", {"key": "student", "path": worker.program_path}, timeout=check.timeout)
         if "error" in loaded:
-            return verdict(False, f"your notebook's code failed to load: {loaded['error'][1]}")
+            return verdict(False, text("load_failed", language, error=loaded["error"][1]))
         failures, note = [], None
         for run, seed in enumerate(seeds, 1):
             try:
-                note = check.fn(Context(lesson, check, mode, worker, seed, program, reference))
+                note = check.fn(Context(lesson, check, mode, worker, seed, program, reference, language))
             except CheckFailed as failure:
-                failures.append(f"{failure} (seed {seed})")
+                failures.append(f"{failure} ({text('seed', language)} {seed})")
             if progress:
                 progress(check.id, run, len(seeds), len(failures))
         if note is not None and type(note) is not str:
             raise TypeError(f"check {check.id} returned {type(note).__name__}, not a note")
         if failures:
-            runs = f"failed {len(failures)} of {len(seeds)} runs with fresh seeds; the first: " if len(seeds) > 1 else ""
+            runs = text("repeat_failed", language, failed=len(failures), runs=len(seeds)) if len(seeds) > 1 else ""
             return verdict(False, runs + failures[0], len(seeds), len(failures))
-        runs = f"{len(seeds)} runs, fresh seeds" if len(seeds) > 1 else ""
+        runs = text("repeat_ok", language, runs=len(seeds)) if len(seeds) > 1 else ""
         return verdict(True, f"{note} ({runs})" if note and runs else note or runs, len(seeds))
     except WorkerGone as gone:
         return verdict(False, str(gone))
     except Exception:  # a bug in the check itself must not pass a student
-        return verdict(False, "the grader itself failed on this check; tell your instructor:\n"
-                       + traceback.format_exc(limit=4))
+        return verdict(False, text("grader_failed", language, trace=traceback.format_exc(limit=4)))
     finally:
         for worker in workers:
             worker.close()

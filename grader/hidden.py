@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import notebook_setup
 from .harness import run_lesson
+from .messages import text
 
 _REPORTS = {}  # (lesson, notebook, its bytes, mode) -> Report: one grading per submission in this grading kernel
 
@@ -44,5 +45,5 @@ def grade(lesson_id, check_id, notebook_path=None):
     text = "\n   ".join(textwrap.fill(part, 90, subsequent_indent="   ") for part in result.message.split("\n"))
     if not result.passed:
         print("❌", text)
-        raise CheckFailed(f"{check_id}: 0 of {result.max_points:g} points (the message above says why)")
+        raise CheckFailed(text("check_failed", _REPORTS[key].language, check=check_id, points=f"{result.max_points:g}"))
     print("✅", text)

@@ -9,7 +9,36 @@ import torch
 
 # The line that `make build` (nbgrader) puts where a solution goes.
 STUB_MARKER = "TODO: replace this line with your code"
-_TODO_LINE = re.compile(r"^\s*#\s*TODO\s+(\d+)\b[^:]*:?\s*(.*)$")
+_TODO_LINE = re.compile(r"^\s*#\s*TODO\s+(\d+)\b[^:：]*[:：]?\s*(.*)$")
+
+# What the checks say, in each edition's language (the set-up cell sets LANGUAGE; the grader passes `language`).
+MESSAGES = {
+    "todo": {"en": "TODO {number} in `{name}` is not done", "zh": "`{name}` 中的 TODO {number} 还没有完成"},
+    "not_tensor": {"en": "{what}: expected a torch.Tensor, got {kind}", "zh": "{what}：应当返回 torch.Tensor，实际得到 {kind}"},
+    "shape": {"en": "{what}: expected shape {expected}, got {got}", "zh": "{what}：形状应为 {expected}，实际为 {got}"},
+    "dtype": {"en": "{what}: expected dtype {expected}, got {got}", "zh": "{what}：dtype 应为 {expected}，实际为 {got}"},
+    "nan": {"en": "{what}: {count} NaN value(s), first at index {index} (shape {shape}, {dtype}). NaN comes from an "
+                  "element never written, a 0/0 or exp(-inf - (-inf)), or a load past the end of a row or of a tensor "
+                  "without a mask (the checks put NaN around every input)",
+            "zh": "{what}：有 {count} 个 NaN，第一个在下标 {index}（形状 {shape}，{dtype}）。NaN 来自从未写入的元素、0/0 或 "
+                  "exp(-inf - (-inf))，或者没有加掩码、越过一行末尾或张量末尾的读取（检查会在每个输入周围放上 NaN）"},
+    "off": {"en": "{what}: {bad} of {numel} values are off (shape {shape}, {dtype}); max error {error} (allowed: "
+                  "{allowed}); worst at index {index}: expected {expected}, got {got}",
+            "zh": "{what}：{numel} 个值中有 {bad} 个不对（形状 {shape}，{dtype}）；最大误差 {error}（允许：{allowed}）；"
+                  "最差的在下标 {index}：应为 {expected}，实际为 {got}"},
+    "quick_bound": {"en": "{atol:g} + {rtol:g}·|expected|, a quick bound for {dtype}",
+                    "zh": "{atol:g} + {rtol:g}·|期望值|，{dtype} 的一个粗略界"},
+    "todo_raised": {"en": "a TODO is not done yet ({error})", "zh": "还有 TODO 没有完成（{error}）"},
+    "your_line": {"en": "in a cell, line {line}: {code}", "zh": "某个单元格第 {line} 行：{code}"},
+    "in_kernel": {"en": " (raised inside a kernel run by Triton's interpreter)", "zh": "（在 Triton 解释器运行的 kernel 里抛出）"},
+}
+
+
+def say(key, language=None, **fields):
+    """A message in the notebook's language: `language`, else the LANGUAGE the set-up cell chose, else English."""
+    language = language or globals().get("LANGUAGE") or "en"
+    texts = MESSAGES[key]
+    return texts.get(language, texts["en"]).format(**fields)
 _HINT_LINE = re.compile(r"^\s*#\s+(\S.*)$")
 
 
@@ -40,13 +69,18 @@ def source_of(fn):
         return ""
 
 
-def todo_messages(*functions):
+def todo_message(number, name, hint, language=None):
+    """'TODO 2 in `softmax_kernel` is not done (the hint)'."""
+    return say("todo", language, number=number, name=name) + (f" ({hint})" if hint else "")
+
+
+def todo_messages(*functions, language=None):
     """One line per unfinished TODO in the given functions, e.g. 'TODO 2 in `softmax_kernel` is not done'."""
     lines = []
     for fn in functions:
         name = getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "?")
         for number, hint in unfinished_todos(source_of(fn)):
-            lines.append(f"TODO {number} in `{name}` is not done" + (f" ({hint})" if hint else ""))
+            lines.append(todo_message(number, name, hint, language))
     return lines
 
 
@@ -66,33 +100,30 @@ def nan_framed(x):
     return framed
 
 
-def mismatch(got, expected, atol, rtol, rule=None, what="output"):
+def mismatch(got, expected, atol, rtol, rule=None, what="output", language=None):
     """None when `got` matches `expected` within atol + rtol·|expected|, else a message that says where. `rule` says
     in words why that much error is allowed (e.g. "4× PyTorch's own error in fp16")."""
     if not isinstance(got, torch.Tensor):
         kind = getattr(got, "what", None) or f"a {type(got).__name__}"
-        return f"{what}: expected a torch.Tensor, got {kind}"
+        return say("not_tensor", language, what=what, kind=kind)
     if tuple(got.shape) != tuple(expected.shape):
-        return f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+        return say("shape", language, what=what, expected=tuple(expected.shape), got=tuple(got.shape))
     if got.dtype != expected.dtype:
-        return f"{what}: expected dtype {expected.dtype}, got {got.dtype}"
+        return say("dtype", language, what=what, expected=expected.dtype, got=got.dtype)
     g, e = got.detach().double().cpu(), expected.detach().double().cpu()
     bad_nan = torch.isnan(g) & ~torch.isnan(e)
     if bad_nan.any():
         idx = tuple(int(i) for i in bad_nan.nonzero()[0])
-        return (f"{what}: {int(bad_nan.sum())} NaN value(s), first at index {idx} (shape {tuple(got.shape)}, "
-                f"{got.dtype}). NaN comes from an element never written, a 0/0 or exp(-inf - (-inf)), or a load past "
-                "the end of a row or of a tensor without a mask (the checks put NaN around every input)")
+        return say("nan", language, what=what, count=int(bad_nan.sum()), index=idx, shape=tuple(got.shape),
+                   dtype=got.dtype)
     err = (g - e).abs().nan_to_num(0.0)
     excess = err - (atol + rtol * e.abs().nan_to_num(0.0))
     if got.numel() == 0 or excess.max() <= 0:
         return None
     idx = tuple(int(i) for i in (excess == excess.max()).nonzero()[0])
-    bad = int((excess > 0).sum())
-    allowed = rule or f"{atol:.1g} + {rtol:.1g}·|expected|"
-    return (f"{what}: {bad} of {got.numel()} values are off (shape {tuple(got.shape)}, {got.dtype}); "
-            f"max error {err.max().item():.3g} (allowed: {allowed}); worst at index {idx}: "
-            f"expected {e[idx].item():.6g}, got {g[idx].item():.6g}")
+    return say("off", language, what=what, bad=int((excess > 0).sum()), numel=got.numel(), shape=tuple(got.shape),
+               dtype=got.dtype, error=f"{err.max().item():.3g}", allowed=rule or f"{atol:.1g} + {rtol:.1g}·|expected|",
+               index=idx, expected=f"{e[idx].item():.6g}", got=f"{g[idx].item():.6g}")
 
 
 def tolerance(dtype):
@@ -100,8 +131,7 @@ def tolerance(dtype):
     on TF32 tensor cores). The graded checks are tighter: a few times the error PyTorch itself makes in that
     precision."""
     atol, rtol = {torch.float16: (2e-2, 2e-2), torch.bfloat16: (6e-2, 6e-2)}.get(dtype, (2e-3, 2e-3))
-    name = str(dtype).replace("torch.", "")
-    return atol, rtol, f"{atol:g} + {rtol:g}·|expected|, a quick bound for {name}"
+    return atol, rtol, say("quick_bound", atol=atol, rtol=rtol, dtype=str(dtype).replace("torch.", ""))
 
 
 def _your_lines(error):
@@ -113,7 +143,7 @@ def _your_lines(error):
     helpers = _your_lines.__code__.co_filename
     frames = [f for link in chain for f in traceback.extract_tb(link.__traceback__)
               if f.filename != helpers and ("ipykernel" in f.filename or f.filename.startswith("<ipython-input"))]
-    return "".join(f"\n   in a cell, line {f.lineno}: {(f.line or '').strip()}" for f in frames[-3:])
+    return "".join("\n   " + say("your_line", line=f.lineno, code=(f.line or "").strip()) for f in frames[-3:])
 
 
 def check(title, test, *functions):
@@ -125,9 +155,10 @@ def check(title, test, *functions):
     try:
         problem = test()
     except NotImplementedError as error:
-        problem = f"a TODO is not done yet ({error})"
+        problem = say("todo_raised", error=error)
     except Exception as error:  # the learner's code raised: show what and where, not a wall of traceback
         inner = error.__cause__ if type(error).__name__ == "InterpreterError" and error.__cause__ else error
         text = str(inner).strip()
-        problem = f"{type(inner).__name__}: {text[:800] + (' …' if len(text) > 800 else '')}" + _your_lines(error)
+        problem = (f"{type(inner).__name__}: {text[:800] + (' …' if len(text) > 800 else '')}"
+                   + (say("in_kernel") if inner is not error else "") + _your_lines(error))
     print(f"❌ {title}\n   {problem}" if problem else f"✅ {title}")

@@ -28,10 +28,6 @@ INSIDE = Path("/sandbox")                        # where the scratch folder appe
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 PASSED_ENV = ("LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL", "TZ")
 PASSED_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "PYTORCH_", "TORCH_")
-NOT_CONTAINED = ("not contained: {why}. While this ran, the submission's code could read every file this user can "
-                 "read, the course's answers included")
-
-
 class Unavailable(RuntimeError):
     pass
 
@@ -69,10 +65,11 @@ def status():
     return problem is None, problem or "bubblewrap"
 
 
-def warning():
+def warning(language="en"):
     """The sentence every check's message carries when grading is not contained (None when it is)."""
+    from .messages import text
     contained, why = status()
-    return None if contained else NOT_CONTAINED.format(why=why)
+    return None if contained else text("not_contained", language, why=why)
 
 
 def _python_dirs():

@@ -54,26 +54,27 @@ def used_expressions(fn):
     return {_dotted(node) for node in ast.walk(fn) if isinstance(node, (ast.Attribute, ast.Name))}
 
 
-def check_structure(lesson, check, program):
+def check_structure(lesson, check, program, language="en"):
     """None if the functions a check needs look complete, else what is missing."""
+    from .messages import text
     try:
         functions = _functions(program)
     except SyntaxError as error:
-        return f"the notebook's code has a SyntaxError: {error}"
+        return text("syntax_error", language, error=error)
     for name in check.needs:
         fn = functions[name]
         if name in lesson.kernels and not is_triton_kernel(fn):
-            return f"`{name}` must be a Triton kernel (decorated with @triton.jit)"
+            return text("not_jit", language, name=name)
         if name not in lesson.kernels:
             for kernel in check.kernels:
                 if kernel not in launched_kernels(fn) and kernel in lesson.kernels:
-                    return f"`{name}` never launches `{kernel}` (expected `{kernel}[grid](...)`)"
+                    return text("never_launches", language, name=name, kernel=kernel)
             bad = called_names(fn) & set(lesson.forbidden)
             if bad:
-                return f"`{name}` calls {sorted(bad)}, which this lesson asks you to write yourself"
+                return text("calls_forbidden", language, name=name, calls=sorted(bad))
         missing = [e for e in lesson.structure_needs.get(name, ()) if e not in used_expressions(fn)]
         if missing:
-            return f"`{name}` does not use {', '.join(missing)}, which this computation needs"
+            return text("does_not_use", language, name=name, missing=", ".join(missing))
     return None
 
 
@@ -168,12 +169,10 @@ def tampering(code):
     return sorted(set(found))
 
 
-def tampering_message(found, program):
+def tampering_message(found, program, language="en"):
+    from .messages import text
     from .worker import cell_and_line
     line, what = found[0]
-    more = f" (and {len(found) - 1} more such place{'s' if len(found) > 2 else ''})" if len(found) > 1 else ""
+    more = text("and_more", language, count=len(found) - 1, s="s" if len(found) > 2 else "") if len(found) > 1 else ""
     code = program.split("\n")[line - 1].strip() if 0 < line <= program.count("\n") + 1 else ""
-    return (f"your code uses {what} ({cell_and_line(program, line)}: `{code[:100]}`){more}. Code that could reach into the "
-            "grading process (the module registry, stack frames, the garbage collector, private torch or Triton "
-            "internals, files and sockets, eval/exec, patched modules) is not allowed in a submission, because the "
-            "grader could no longer trust what it measures; remove it. Attention needs none of it")
+    return text("tampering", language, what=what, where=cell_and_line(program, line), code=code[:100], more=more)
