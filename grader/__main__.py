@@ -5,6 +5,7 @@
   python -m grader build [--check] [--lesson ID ...]
   python -m grader run-solutions [--lesson ID ...] [--out DIR]
   python -m grader translations LESSON [--language zh]
+  python -m grader course DIR [--language zh] [--lesson ID ...]
   python -m grader demo
   python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--course DIR]
 """
@@ -73,6 +74,13 @@ def cmd_build(args):
     print("up to date" if not changed else "rebuilt: " + ", ".join(str(p) for p in changed))
 
 
+def cmd_course(args):
+    from . import build, classroom
+    course = classroom.new_course(args.dir, args.lesson or build.lesson_ids(), args.language)
+    print(f"{course}: an nbgrader course with the {args.language} edition released (nbgrader_config.py, source/, "
+          "release/); collect submissions of either edition into submitted/ and run `nbgrader autograde` there")
+
+
 def cmd_translations(args):
     from . import editions, lessons
     lessons.get(args.lesson)
@@ -134,6 +142,11 @@ def main(argv=None):
     build.add_argument("--check", action="store_true", help="only report files that are out of date")
     build.add_argument("--lesson", nargs="*", help="only these lessons")
     build.set_defaults(run=cmd_build)
+    course = sub.add_parser("course", help="make an nbgrader course folder with one edition's sources and releases")
+    course.add_argument("dir")
+    course.add_argument("--language", default="en", help="en (default) or zh")
+    course.add_argument("--lesson", nargs="*", help="only these lessons")
+    course.set_defaults(run=cmd_course)
     words = sub.add_parser("translations", help="write or update an edition's catalog for a lesson (empty entries to fill)")
     words.add_argument("lesson")
     words.add_argument("--language", default="zh")

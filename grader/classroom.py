@@ -30,14 +30,19 @@ def nbgrader(args, course, extra_env=None):
     return done
 
 
-def new_course(path, lessons):
-    """A scratch course folder: our config and sources, then the release of each lesson."""
+def new_course(path, lessons, language="en"):
+    """A course folder: our config and the sources of `lessons` in the edition `language` (grader/editions.py), then
+    the release of each lesson. Either edition grades submissions of both into the same gradebook."""
+    from . import editions
     path = Path(path)
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     shutil.copy(GRADER_DIR / "nbgrader_config.py", path)
     for lesson in lessons:
-        shutil.copytree(GRADER_DIR / "source" / lesson, path / "source" / lesson)
+        source = notebook.read(GRADER_DIR / "source" / lesson / f"{lesson}.ipynb")
+        if language != "en":
+            source = editions.translate(source, lesson, language)[0]
+        notebook.write(source, path / "source" / lesson / f"{lesson}.ipynb")
         nbgrader(["generate_assignment", lesson, "--force"], path)
     return path
 

@@ -48,3 +48,23 @@ def test_config_loads_without_error():
     exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: config, "__file__": str(path)})
     assert ExecuteGradedCellsOnly in config.Autograde.autograde_preprocessors
     assert config.Execute.kernel_name == "python3" and config.Execute.timeout >= 600
+
+
+def test_one_class_mixes_editions(tmp_path, mode):
+    """An English release grades Chinese submissions too (and the reverse): same hidden tests, one gradebook, each
+    student's feedback in the language of their notebook."""
+    from grader import editions
+    from grader.__main__ import reference_notebook, release_path
+    for released in ("en", "zh"):
+        course = classroom.new_course(tmp_path / released, ["00_setup"], language=released)
+        classroom.submit(course, "ada", "00_setup", reference_notebook("00_setup", "zh"))
+        classroom.submit(course, "bo", "00_setup", notebook.read(release_path("00_setup", "zh")))
+        classroom.submit(course, "cy", "00_setup", reference_notebook("00_setup", "en"))
+        classroom.autograde(course, "00_setup")
+        scores = classroom.scores(course)
+        assert scores[("00_setup", "ada")][:2] == (7, 7) and scores[("00_setup", "cy")][:2] == (7, 7), scores
+        assert scores[("00_setup", "bo")][:2] == (0, 7), scores
+        graded = notebook.read(Path(course) / "autograded" / "bo" / "00_setup" / "00_setup.ipynb")
+        text = " ".join("".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", [])).split())
+        assert "中的 TODO 1 还没有完成" in text, text[:500]
+        assert editions.language_of(graded) == "zh"
