@@ -8,6 +8,7 @@ LESSONS = {
     "03_per_query_kernel": "lesson03_per_query_kernel",
     "04_tiled_kernel_2d": "lesson04_tiled_kernel_2d",
     "05_flash_attention_v2": "lesson05_flash_attention_v2",
+    "06_flash_decoding": "lesson06_flash_decoding",
 }
 
 

@@ -1,0 +1,368 @@
+"""Checks of lesson 06: `flash_decode_kernel` (split-KV partial outputs and their log-sum-exp), `combine_kernel`,
+`paged_row_offsets` (the page-table lookup), `choose_num_splits` and the wrapper
+`flash_decode(q, k_cache, v_cache, cache_seqlens, block_table=None, sm_scale=None, num_splits=None)`.
+
+q is (B, Hq, Mq, d); the cache is contiguous (B, Hkv, Nmax, d) or paged (num_pages, page_size, Hkv, d) with an int32
+block_table (B, max_pages); cache_seqlens int32 (B,) counts each sequence's valid keys, the new tokens' included:
+query i of sequence b sees keys j <= cache_seqlens[b] - Mq + i (causal, bottom-right). Query head h reads KV head
+h // (Hq / Hkv). The float64 reference is computed here, in the judge (`reference`). Every check but the one named
+for a concept keeps that concept easy (one split, Hq = Hkv, Mq = 1, equal lengths, a contiguous cache), so that one
+mistake costs the points of the check named for it. Positions of the cache past a sequence's length hold NaN, as
+do unused pages, so that a kernel that reads them shows it (0·NaN = NaN).
+"""
+import math
+
+import torch
+
+from ..harness import TORCH_DOES_THE_WORK, Lesson
+
+KERNELS = ("flash_decode_kernel", "combine_kernel")
+lesson = Lesson(
+    "06_flash_decoding",
+    graded=("flash_decode_kernel", "combine_kernel", "paged_row_offsets", "flash_decode", "choose_num_splits"),
+    kernels=("flash_decode_kernel", "combine_kernel", "paged_row_offsets"),
+    forbidden=TORCH_DOES_THE_WORK,
+    structure_needs={"flash_decode_kernel": ["tl.program_id", "tl.num_programs", "tl.cdiv", "tl.load", "tl.store",
+                                             "tl.dot", "tl.where", "tl.max", "tl.sum", "tl.math.exp2"],
+                     "combine_kernel": ["tl.load", "tl.store", "tl.max", "tl.sum", "tl.math.exp2"],
+                     "paged_row_offsets": ["tl.load"]},
+)
+NEEDS = ("flash_decode_kernel", "combine_kernel", "flash_decode")
+PAGED_NEEDS = NEEDS + ("paged_row_offsets",)
+SPLITS_NEEDS = NEEDS + ("choose_num_splits",)
+DECODE_KERNEL = ("flash_decode_kernel",)   # every check: the wrapper runs the learner's decode kernel
+F16, BF16, F32 = torch.float16, torch.bfloat16, torch.float32
+MAX_SPLITS = 128
+# ── inputs and the reference (computed here, in the judge) ────────────────────────────────────────────────
+def decode_inputs(ctx, B, HQ, HKV, MQ, lengths, d, dtype=F16, capacity=None):
+    """q (B, HQ, MQ, d), a contiguous cache (B, HKV, capacity, d) with NaN past each length, int32 cache_seqlens."""
+    capacity = capacity or max(lengths)
+    q = ctx.randn(B, HQ, MQ, d, dtype=dtype, scale=1.5)  # peaked rows: the running max changes from tile to tile
+    k, v = ctx.randn(B, HKV, capacity, d, dtype=dtype), ctx.randn(B, HKV, capacity, d, dtype=dtype)
+    for b, n in enumerate(lengths):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("nan")
+    return q, k, v, torch.tensor(lengths, dtype=torch.int32)
+
+
+def to_paged(ctx, k, v, lengths, page_size, spare_pages=3):
+    """A paged copy of a contiguous cache: each sequence's pages at shuffled places of a pool with `spare_pages`
+    unused pages, page 0 among them; NaN wherever no valid key is (unused pages, the rest of a last page); the table's
+    entries past a sequence's last page point at an unused page. (A kernel that masks its page-table loads with
+    `other=0` then sends the keys past a sequence's end to page 0: NaN, if it also forgets to mask the K/V loads.)
+    Returns (k_pages, v_pages, block_table)."""
+    B, hkv, capacity, d = k.shape
+    used = [-(-n // page_size) for n in lengths]
+    total = sum(used) + max(1, spare_pages)
+    order = (torch.randperm(total - 1, generator=ctx.gen) + 1).tolist() + [0]   # page 0 comes last: a spare one
+    k_pages = torch.full((total, page_size, hkv, d), float("nan"), dtype=k.dtype)
+    v_pages = k_pages.clone()
+    table = torch.full((B, -(-capacity // page_size)), order[sum(used)], dtype=torch.int32)  # a spare page
+    for b in range(B):
+        for j in range(used[b]):
+            page, lo, hi = order.pop(0), j * page_size, min((j + 1) * page_size, lengths[b])
+            table[b, j] = page
+            k_pages[page, :hi - lo] = k[b, :, lo:hi].transpose(0, 1)
+            v_pages[page, :hi - lo] = v[b, :, lo:hi].transpose(0, 1)
+    return k_pages, v_pages, table
+
+
+def _sequence_kv(k, v, b, n, block_table):
+    """(Hkv, n, d) keys and values of sequence b, from a contiguous or a paged cache."""
+    if block_table is None:
+        return k[b, :, :n], v[b, :, :n]
+    pages = block_table[b, :-(-n // k.shape[1])].long()
+    return (k[pages].flatten(0, 1)[:n].transpose(0, 1), v[pages].flatten(0, 1)[:n].transpose(0, 1))
+
+
+def reference(q, k, v, seqlens, block_table=None, sm_scale=None):
+    """(float64 result, same-precision result) of one decode step. Query i of sequence b sees keys
+    j <= seqlens[b] - Mq + i, found by comparing positions (a brute-force mask, not the kernel's bounds); a row that
+    sees no key gives 0. The same-precision result is what a FlashAttention kernel in q's dtype computes: fp32 scores
+    and softmax, probabilities rounded to the input dtype before P·V, output rounded to the input dtype."""
+    B, HQ, MQ, d = q.shape
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    exact = torch.zeros(q.shape, dtype=torch.float64)
+    same = torch.zeros(q.shape, dtype=q.dtype)
+    for b in range(B):
+        n = int(seqlens[b])
+        kb, vb = _sequence_kv(k, v, b, n, block_table)
+        group = HQ // kb.shape[0]
+        hidden = torch.arange(n)[None, :] > (n - MQ + torch.arange(MQ))[:, None]
+        for dtype in (torch.float64, torch.float32):
+            keys = kb.to(dtype).repeat_interleave(group, dim=0)
+            values = vb.to(dtype).repeat_interleave(group, dim=0)
+            s = (q[b].to(dtype) @ keys.transpose(-1, -2)) * scale
+            p = torch.softmax(s.masked_fill(hidden, float("-inf")), dim=-1).nan_to_num(0.0)
+            if dtype == torch.float64:
+                exact[b] = p @ values
+            else:
+                same[b] = (p.to(q.dtype).float() @ values).to(q.dtype)
+    return exact, same
+
+
+def floor_for(ctx, dtype):
+    """Smallest allowed error: fp32 on a GPU goes through TF32 tensor cores (10-bit mantissa)."""
+    if dtype == F32:
+        return 1e-2 if ctx.gpu else 1e-5
+    return {F16: 2e-3, BF16: 1.6e-2}[dtype]
+
+
+def describe(q, k, seqlens, block_table=None, num_splits=1, sm_scale=None):
+    B, HQ, MQ, d = q.shape
+    lengths = seqlens.tolist()
+    shown = str(lengths) if len(lengths) <= 6 else f"[{lengths[0]}, …, {lengths[-1]}] ({len(lengths)} sequences)"
+    layout = (f"paged cache, page_size={k.shape[1]}, {k.shape[0]} pages" if block_table is not None
+              else f"contiguous cache of capacity {k.shape[2]}")
+    hkv = k.shape[2] if block_table is not None else k.shape[1]
+    return (f"flash_decode(num_splits={num_splits}{'' if sm_scale is None else f', sm_scale={sm_scale}'}) for "
+            f"B={B}, Hq={HQ}, Hkv={hkv}, Mq={MQ}, d={d}, {str(q.dtype).replace('torch.', '')}, cache_seqlens={shown}, "
+            f"{layout}")
+
+
+def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scale=None, hint=""):
+    """Call the learner's flash_decode and compare with float64 attention computed here."""
+    kwargs = {"num_splits": num_splits}
+    if block_table is not None:
+        kwargs["block_table"] = block_table
+    if sm_scale is not None:
+        kwargs["sm_scale"] = sm_scale
+    out = ctx.call("flash_decode", q, k, v, seqlens, **kwargs)
+    exact, same = reference(q, k, v, seqlens, block_table, sm_scale)
+    what = describe(q, k, seqlens, block_table, num_splits, sm_scale) + (f" ({hint})" if hint else "")
+    ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    return out
+
+
+# ── checks ───────────────────────────────────────────────────────────────────────────────────────────────
+@lesson.check(2, "one new token, Hq = Hkv, equal lengths, one split; a given sm_scale", needs=NEEDS,
+              kernels=DECODE_KERNEL)
+def decode_one_split(ctx):
+    for B, H, n, d, dtype, sm_scale in ctx.pick(
+            gpu=[(2, 4, 1000, 128, F16, None), (1, 8, 4097, 64, F16, None), (3, 2, 777, 128, F16, 0.3),
+                 (1, 4, 513, 128, F32, None)],
+            interpreter=[(2, 2, 77, 32, F16, None), (1, 1, 40, 16, F32, 0.3)]):
+        expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype), sm_scale=sm_scale,
+                      hint="the basic kernel: TODOs 2, 3, 6 and 7")
+
+
+@lesson.check(2, "split-KV: num_splits = 2, 7 and 1 give the same result (partials merged by log-sum-exp)",
+              needs=NEEDS, kernels=DECODE_KERNEL)
+def split_kv(ctx):
+    # lengths of 14·32 - 5 and 28·128 - 3 keys: every split gets whole tiles, none is empty (that is empty_splits)
+    for B, H, n, d, dtype, splits in ctx.pick(
+            gpu=[(2, 4, 3581, 128, F16, (2, 7, 1)), (1, 2, 8191, 64, F16, (7,))],
+            interpreter=[(1, 1, 443, 16, F32, (2, 7, 1))]):
+        inputs = decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype)
+        for num_splits in splits:
+            expect_decode(ctx, *inputs, num_splits=num_splits,
+                          hint="the chunks of TODO 3, the partials of TODO 6, the merge of TODO 1, the grid of TODO 7")
+
+
+SPLIT_CASES = [(1, 8, 131072, 132, 64), (1, 8, 4096, 132, 64), (8, 8, 16384, 132, 64), (32, 32, 4096, 132, 64),
+               (1, 1, 100, 132, 32), (4, 2, 1, 132, 64), (1, 32, 65536, 40, 32), (2, 8, 1000, 4, 32),
+               (1, 8, 8192, 132, 128), (64, 8, 2048, 132, 64)]
+
+
+@lesson.check(1, "choose_num_splits fills the SMs with whole, non-empty chunks; num_splits=None", needs=SPLITS_NEEDS)
+def choose_splits(ctx):
+    for batch, kv_heads, n, sms, block_n in SPLIT_CASES:
+        splits = ctx.call("choose_num_splits", batch, kv_heads, n, sms, block_n)
+        tiles, programs = -(-n // block_n), batch * kv_heads
+        what = (f"choose_num_splits(batch={batch}, kv_heads={kv_heads}, max_seqlen={n}, sm_count={sms}, "
+                f"block_n={block_n})")
+        if type(splits) is not int or splits < 1:
+            ctx.fail(f"{what} returned {splits!r}: expected an int >= 1 (TODO 9)")
+        if splits > min(tiles, MAX_SPLITS):
+            ctx.fail(f"{what} = {splits}: more splits than the {min(tiles, MAX_SPLITS)} that each get a whole tile "
+                     "(at most n_tiles and MAX_SPLITS, TODO 9)")
+        if -(-tiles // -(-tiles // splits)) != splits:
+            ctx.fail(f"{what} = {splits}: with {tiles} tiles, cdiv(n_tiles, {splits}) tiles per split leave a split "
+                     "empty; return cdiv(n_tiles, cdiv(n_tiles, splits)) (TODO 9)")
+        if programs * splits < min(sms, programs * min(tiles, MAX_SPLITS)):
+            ctx.fail(f"{what} = {splits}: {programs * splits} programs leave some of the {sms} SMs idle (TODO 9)")
+        if splits > 1 and programs * splits > 16 * sms:
+            ctx.fail(f"{what} = {splits}: {programs * splits} programs, more than 16 per SM, for chunks of "
+                     f"{-(-tiles // splits)} tiles: the splits cost more than they bring (TODO 9)")
+    B, HQ, HKV, n, d, dtype = ctx.pick(gpu=(1, 32, 8, 16384, 128, F16), interpreter=(1, 4, 1, 256, 16, F32))
+    expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d, dtype), num_splits=None,
+                  hint="num_splits=None asks choose_num_splits")
+    ctx.kernels_launched_from_submission("flash_decode", ctx.last_info, DECODE_KERNEL)
+
+
+@lesson.check(1, "empty chunks (sequences with fewer tiles than num_splits; rows that see none of a chunk's keys) "
+                 "contribute nothing, never NaN", needs=NEEDS, kernels=DECODE_KERNEL)
+def empty_splits(ctx):
+    lengths, d, splits = ctx.pick(gpu=([1, 17, 1000, 4097], 64, (7, 64)), interpreter=([1, 17, 200], 16, (4, 7)))
+    inputs = decode_inputs(ctx, len(lengths), 2, 2, 1, lengths, d)
+    for num_splits in splits:
+        expect_decode(ctx, *inputs, num_splits=num_splits,
+                      hint="TODO 6: a chunk with no visible key writes o = 0 and lse = -inf, not 0/0")
+    # 8 new tokens, 70 keys: the first rows see keys up to 62, 63, … so the last chunk holds no key they see
+    expect_decode(ctx, *decode_inputs(ctx, 1, 2, 2, 8, [70], d), num_splits=ctx.pick(gpu=2, interpreter=3),
+                  hint="TODO 6: rows that see no key of the chunk")
+
+
+@lesson.check(2, "grouped-query attention: Hq / Hkv = 4, 8 and 32 / 1 (query head h reads KV head h // (Hq/Hkv))",
+              needs=NEEDS, kernels=DECODE_KERNEL)
+def gqa(ctx):
+    for B, HQ, HKV, n, d in ctx.pick(
+            gpu=[(2, 16, 4, 1000, 128), (2, 32, 4, 777, 128), (1, 32, 1, 4097, 64), (2, 8, 2, 300, 64)],
+            interpreter=[(1, 8, 2, 50, 16), (1, 16, 2, 40, 16), (1, 32, 1, 40, 16)]):
+        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d),
+                      hint="TODO 2: row r is query head kv_head·GROUP + r // MQ; TODO 7: BLOCK_H and the grid")
+
+
+@lesson.check(2, "a cache length per sequence (1, 17, 1000, 4097 in one batch); nothing read past cache_seqlens",
+              needs=NEEDS, kernels=DECODE_KERNEL)
+def ragged_lengths(ctx):
+    for lengths, capacity, H, d, dtype in ctx.pick(
+            gpu=[([1, 17, 1000, 4097], 4200, 4, 128, F16), ([4097, 1], 4097, 2, 64, F16), ([5, 300, 129], 512, 2, 128, F32)],
+            interpreter=[([1, 17, 100, 33], 110, 2, 16, F16), ([33, 1], 40, 1, 16, F32)]):
+        expect_decode(ctx, *decode_inputs(ctx, len(lengths), H, H, 1, lengths, d, dtype, capacity=capacity),
+                      hint="each sequence's own cache_seqlens (TODO 3); loads past it must be masked")
+
+
+@lesson.check(2, "Mq = 3 and 8 new tokens: bottom-right causal (query i sees keys j <= cache_seqlens - Mq + i), "
+                 "every length modulo the tile", needs=NEEDS, kernels=DECODE_KERNEL, timeout=480)
+def causal(ctx):
+    # One call per residue of the length modulo the tile (32 keys in the interpreter, up to 128 on a GPU), so that the
+    # causal boundary falls on every position of a tile, plus a cache that holds only the new tokens.
+    block, base, d = ctx.pick(gpu=(128, 1024, 64), interpreter=(32, 32, 16))
+    for mq in (3, 8):
+        for n in [mq] + [base + mq + r for r in range(block)]:
+            expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d),
+                          hint="TODO 4 (mask_start) and TODO 5 (the causal mask)")
+    expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], ctx.pick(gpu=128, interpreter=16)),
+                  hint="with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)")
+
+
+@lesson.check(2, "a paged cache: page sizes smaller and larger than a tile, shuffled page table with unused pages, "
+                 "lengths ending mid-page", needs=PAGED_NEEDS, kernels=DECODE_KERNEL)
+def paged(ctx):
+    for page_size, B, n, d in ctx.pick(gpu=[(16, 3, 1000, 128), (256, 2, 4097, 128), (16, 1, 17, 64)],
+                                       interpreter=[(8, 2, 77, 16), (48, 2, 130, 16)]):
+        # room for twice the keys: the table's second half points at an unused (NaN) page
+        q, k, v, seqlens = decode_inputs(ctx, B, 2, 2, 1, [n] * B, d, capacity=2 * n)
+        k_pages, v_pages, table = to_paged(ctx, k, v, [n] * B, page_size)
+        expect_decode(ctx, q, k_pages, v_pages, seqlens, block_table=table,
+                      hint="TODO 8: page block_table[b, key // page_size], row key % page_size, for every key")
+        # A copy of the cache gathered through the whole table is larger than the pool. (The interpreter copies
+        # every input, the pool included, so only a GPU sees a smaller gather.)
+        limit = B * n * 2 * d if ctx.gpu else k_pages.numel() + 1
+        if ctx.last_info["largest_numel"] >= limit:
+            ctx.fail(f"{describe(q, k_pages, seqlens, table)}: `flash_decode` created a tensor of shape "
+                     f"{ctx.last_info['largest_shape']}, as large as the cache itself: read the pages through "
+                     "the page table inside the kernel (TODO 8), don't gather them into a contiguous copy")
+
+
+@lesson.check(1, "head dims 64, 128 and ones that are not a power of two (padded to BLOCK_D and masked)", needs=NEEDS,
+              kernels=DECODE_KERNEL)
+def head_dims(ctx):
+    for d, n, dtype in ctx.pick(gpu=[(64, 1000, F16), (128, 1000, F16), (80, 777, F16), (96, 513, F16)],
+                                interpreter=[(64, 40, F32), (40, 50, F16), (24, 33, F32)]):
+        expect_decode(ctx, *decode_inputs(ctx, 2, 2, 2, 1, [n] * 2, d, dtype),
+                      hint="every load and store of the head dim needs d_mask")
+
+
+@lesson.check(1, "fp32 and fp16 inputs; the output has q's dtype (TF32 error allowed on a GPU)", needs=NEEDS,
+              kernels=DECODE_KERNEL)
+def dtypes(ctx):
+    for B, H, n, d, dtype in ctx.pick(gpu=[(2, 4, 1000, 128, F32), (1, 2, 513, 64, F16), (1, 2, 300, 80, F32)],
+                                      interpreter=[(1, 2, 70, 32, F32), (1, 2, 45, 32, F16)]):
+        expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype))
+
+
+@lesson.check(1, "bf16 inputs (GPU only: the interpreter's bf16 tl.dot is broken)", needs=NEEDS, kernels=DECODE_KERNEL,
+              modes=("gpu",))
+def bf16(ctx):
+    for B, H, n, d in [(2, 4, 1000, 128), (1, 2, 4097, 64)]:
+        expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, BF16))
+
+
+@lesson.check(1, "flash_decode launches both kernels and computes no attention, softmax or matrix product with "
+                 "PyTorch", needs=NEEDS, kernels=KERNELS)
+def anti_cheat(ctx):
+    # 32 query heads on one KV head of d = 16: one score per (query, key) outnumbers the cache's elements, so a score
+    # matrix or an expanded cache is the largest tensor created (the interpreter's copies of the inputs are smaller)
+    B, HQ, HKV, n, d, dtype = ctx.pick(gpu=(1, 32, 1, 1000, 16, F16), interpreter=(1, 32, 1, 300, 16, F32))
+    q, k, v, seqlens = decode_inputs(ctx, B, HQ, HKV, 1, [n], d, dtype)
+    expect_decode(ctx, q, k, v, seqlens, num_splits=2)  # both kernels launched, nothing forbidden (ctx.call)
+    scores = B * HQ * n
+    if ctx.last_info["largest_numel"] >= scores:
+        ctx.fail(f"{describe(q, k, seqlens, num_splits=2)}: `flash_decode` created a tensor of shape "
+                 f"{ctx.last_info['largest_shape']} ({ctx.last_info['largest_numel']} elements, at least one per "
+                 f"(query, key): {scores}): scores and expanded caches must stay inside your kernel")
+
+
+SPEED_NEEDED = 0.4  # at least this × the reference solution's speed
+
+
+@lesson.check(1, f"speed: at least {SPEED_NEEDED:g}× the reference solution (B=1, 32k tokens and B=8 paged, GPU only)",
+              needs=PAGED_NEEDS + ("choose_num_splits",), modes=("gpu",), timeout=480)
+def speed(ctx):
+    HQ, HKV, d = 32, 8, 128
+    group = HQ // HKV
+    ctx.load_reference()
+    reports, problems = [], []
+    for B, n, page_size in [(1, 32768, None), (8, 8192, 16)]:
+        q, k, v, seqlens = decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d)
+        table = None
+        if page_size:
+            k, v, table = to_paged(ctx, k, v, [n] * B, page_size, spare_pages=1)
+        kwargs = {"num_splits": None} if table is None else {"num_splits": None, "block_table": table}
+        out = ctx.call("flash_decode", q, k, v, seqlens, **kwargs)  # correct first (one KV group), nothing forbidden
+        ctx.kernels_launched_from_submission("flash_decode", ctx.last_info, KERNELS)
+        if table is None:
+            exact, same = reference(q[:, :group], k[:, :1], v[:, :1], seqlens)
+        else:
+            exact, same = reference(q[:, :group], k[:, :, :1], v[:, :, :1], seqlens, table)
+        ctx.expect_close(out[:, :group], exact, same_precision=same, floor=floor_for(ctx, F16),
+                         what=describe(q, k, seqlens, table, None) + ", query heads of KV head 0")
+        student, reference_ms = ctx.bench_against_reference("flash_decode", q, k, v, seqlens,
+                                                            slowdown_allowed=1 / SPEED_NEEDED, **kwargs)
+        gbps = 2 * B * n * HKV * d * 2 / student / 1e6
+        part = f"B={B}, N={n}{', paged ' + str(page_size) if page_size else ''}"
+        reports.append(f"{part}: {student * 1e3:.0f} µs ({gbps:.0f} GB/s) vs reference {reference_ms * 1e3:.0f} µs")
+        if reference_ms / student < SPEED_NEEDED:
+            problems.append(f"{part} runs at {reference_ms / student:.2f}× the reference's speed")
+    summary = "; ".join(reports)
+    if problems:
+        ctx.fail("; ".join(problems) + f" (at least {SPEED_NEEDED:g}× is needed: {summary}). A decode step with few "
+                 "sequences needs many programs: are the splits of num_splits=None (TODO 9) in the grid (TODO 7)? Are "
+                 "the K/V tiles loaded once per KV head (TODO 2)?")
+    return summary
+
+
+DECODE_ARGS = (["Q", "K", "V", "Seqlens", "Block_table", "Out_part", "Lse_part", "qk_scale"]
+               + [f"stride_{t}{a}" for t in "qkv" for a in ("b", "h", "m" if t == "q" else "n", "d")]
+               + ["stride_btb", "HKV", "GROUP", "MQ"])
+
+
+@lesson.check(1, "the kernels compile for sm_80 and sm_90 GPUs (fp16 and bf16, contiguous and paged)",
+              needs=PAGED_NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=400)
+def compiles(ctx):
+    notes = []
+    # (dtype, HEAD_DIM, BLOCK_D, BLOCK_H, BLOCK_N, PAGED, PAGE_SIZE, num_warps, num_stages): the H200 table's configs
+    for dtype, head_dim, block_d, block_h, block_n, paged, page_size, warps, stages in (
+            ("fp16", 128, 128, 16, 64, False, 1, 2, 2), ("bf16", 80, 128, 32, 64, True, 16, 4, 2)):
+        signature = {name: "i32" for name in DECODE_ARGS}
+        signature.update({"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Seqlens": "*i32",
+                          "Block_table": "*i32", "Out_part": "*fp32", "Lse_part": "*fp32", "qk_scale": "fp32"})
+        constexprs = {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "BLOCK_H": block_h, "BLOCK_N": block_n,
+                      "PAGED": paged, "PAGE_SIZE": page_size}
+        signature.update({name: "constexpr" for name in constexprs})
+        try:
+            shared = ctx.aot("flash_decode_kernel", signature, constexprs, num_warps=warps, num_stages=stages)
+        except Exception as error:
+            text = str(error)
+            if "KeyError" in text or "is not in list" in text:
+                ctx.fail(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
+                         f"{', '.join(DECODE_ARGS)}: keep the kernel's signature as given)")
+            raise
+        notes.append(f"flash_decode_kernel {dtype} d={head_dim} {'paged' if paged else 'contiguous'}: "
+                     f"{shared[90] // 1024} KB")
+    ctx.aot("combine_kernel", {"Out_part": "*fp32", "Lse_part": "*fp32", "Out": "*bf16", "NUM_SPLITS": "i32",
+                               "HEAD_DIM": "constexpr", "BLOCK_D": "constexpr", "BLOCK_S": "constexpr"},
+            {"HEAD_DIM": 80, "BLOCK_D": 128, "BLOCK_S": 64}, num_warps=4)
+    return "shared memory on sm_90: " + "; ".join(notes) + "; combine_kernel bf16 compiles"
