@@ -19,7 +19,8 @@ NEEDS = ("softmax_kernel", "softmax")
 def expect_softmax(ctx, x, what=None):
     out = ctx.call("softmax", x)
     ctx.expect_close(out, torch.softmax(x.double(), dim=-1), same_precision=torch.softmax(x.float(), -1).to(x.dtype),
-                     what=what or f"softmax(x) for x of shape {tuple(x.shape)}, {x.dtype}")
+                     what=what or ctx.t(f"softmax(x) for x of shape {tuple(x.shape)}, {x.dtype}",
+                                        f"softmax(x)，x 的形状为 {tuple(x.shape)}，{x.dtype}"))
 
 
 def rows_for_softmax(ctx, *shape, dtype=torch.float32):
@@ -31,41 +32,48 @@ def rows_for_softmax(ctx, *shape, dtype=torch.float32):
     return x.to(dtype)
 
 
-@lesson.check(1, "softmax of rows whose length is a power of two", needs=NEEDS, kernels=("softmax_kernel",))
+@lesson.check(1, "softmax of rows whose length is a power of two", needs=NEEDS, kernels=("softmax_kernel",),
+              zh="行长为 2 的幂时的 softmax")
 def softmax_power_of_two(ctx):
     for shape in ctx.pick(gpu=[(1, 128), (64, 1024), (4096, 256)], interpreter=[(4, 16), (3, 64)]):
         expect_softmax(ctx, ctx.randn(*shape, scale=3.0))
 
 
-@lesson.check(2, "softmax of rows of any length (masks)", needs=NEEDS, kernels=("softmax_kernel",))
+@lesson.check(2, "softmax of rows of any length (masks)", needs=NEEDS, kernels=("softmax_kernel",),
+              zh="任意行长的 softmax（掩码）")
 def softmax_ragged(ctx):
     for shape in ctx.pick(gpu=[(1, 1), (7, 3), (33, 1000), (300, 4097)], interpreter=[(1, 1), (5, 7), (3, 130)]):
         expect_softmax(ctx, rows_for_softmax(ctx, *shape))
 
 
-@lesson.check(1, "softmax of a view with a row stride", needs=NEEDS, kernels=("softmax_kernel",))
+@lesson.check(1, "softmax of a view with a row stride", needs=NEEDS, kernels=("softmax_kernel",),
+              zh="带行 stride 的视图上的 softmax")
 def softmax_strided(ctx):
     # Rows of a power-of-two length, `pad` elements further apart than their length: the gaps hold NaN (ctx.call
     # frames every input), so a kernel that assumes rows n_cols apart reads NaN.
     for rows, cols, pad in ctx.pick(gpu=[(64, 1024, 24), (17, 32, 95)], interpreter=[(6, 32, 11)]):
         x = ctx.randn(rows, cols + pad, scale=3.0)[:, :cols]  # rows are cols+pad apart in memory
-        expect_softmax(ctx, x, what=f"softmax(x[:, :{cols}]) of a ({rows}, {cols + pad}) tensor (row stride {cols + pad})")
+        expect_softmax(ctx, x, what=ctx.t(
+            f"softmax(x[:, :{cols}]) of a ({rows}, {cols + pad}) tensor (row stride {cols + pad})",
+            f"softmax(x[:, :{cols}])，x 是一个 ({rows}, {cols + pad}) 张量的视图（行 stride 为 {cols + pad}）"))
 
 
-@lesson.check(1, "softmax of huge values (±1e4) stays finite", needs=NEEDS, kernels=("softmax_kernel",))
+@lesson.check(1, "softmax of huge values (±1e4) stays finite", needs=NEEDS, kernels=("softmax_kernel",),
+              zh="超大数值（±1e4）的 softmax 保持有限")
 def softmax_stable(ctx):
     for shape in ctx.pick(gpu=[(16, 512), (8, 2048)], interpreter=[(4, 32)]):  # rows of a power-of-two length
         expect_softmax(ctx, ctx.randn(*shape, scale=1e4))
 
 
-@lesson.check(1, "softmax of fp16 input", needs=NEEDS, kernels=("softmax_kernel",))
+@lesson.check(1, "softmax of fp16 input", needs=NEEDS, kernels=("softmax_kernel",), zh="fp16 输入的 softmax")
 def softmax_fp16(ctx):
     for shape in ctx.pick(gpu=[(128, 1024), (9, 256)], interpreter=[(4, 64)]):  # rows of a power-of-two length
         expect_softmax(ctx, ctx.randn(*shape, dtype=torch.float16, scale=3.0))
 
 
 @lesson.check(1, "softmax_kernel compiles for sm_80 and sm_90 GPUs", needs=NEEDS,
-              modes=("gpu", "interpreter", "structure"), compile_only=True)
+              modes=("gpu", "interpreter", "structure"), compile_only=True,
+              zh="softmax_kernel 能为 sm_80 和 sm_90 GPU 编译")
 def softmax_compiles(ctx):
     for dtype in ("fp32", "fp16"):
         signature = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", "in_row_stride": "i32",

@@ -53,38 +53,45 @@ def softmax_reference(x, dim):
 
 def expect_softmax(ctx, x, dim=None):
     shown = "" if dim is None else f", dim={dim}"
-    what = f"stable_softmax(x{shown}) for x of shape {tuple(x.shape)}, {x.dtype}"
+    what = ctx.t(f"stable_softmax(x{shown}) for x of shape {tuple(x.shape)}, {x.dtype}",
+                 f"stable_softmax(x{shown})，x 的形状为 {tuple(x.shape)}，{x.dtype}")
     out = ctx.call("stable_softmax", x) if dim is None else ctx.call("stable_softmax", x, dim=dim)
     dim = -1 if dim is None else dim
     same = torch.softmax(x.float(), dim=dim).nan_to_num(0.0).to(x.dtype)
     try:
         ctx.expect_close(out, softmax_reference(x, dim), same_precision=same, what=what)
     except CheckFailed as failure:
-        raise CheckFailed(f"{failure}{softmax_hint(x, dim, out)}") from None
+        raise CheckFailed(f"{failure}{softmax_hint(ctx, x, dim, out)}") from None
 
 
-def softmax_hint(x, dim, out):
+def softmax_hint(ctx, x, dim, out):
     """A sentence naming the likely mistake, when the output looks like a known wrong answer."""
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         return ""
     finite = torch.isfinite(x)
     masked = ~finite.any(dim=dim, keepdim=True).expand_as(x)  # slices that are entirely -inf
     if torch.isnan(out[masked]).any():
-        return (". A slice that is entirely -inf gave NaN: its max is -inf and -inf - (-inf) is NaN; "
-                "this lesson's rule is that such a slice gives 0s (TODO 2)")
+        return ctx.t(". A slice that is entirely -inf gave NaN: its max is -inf and -inf - (-inf) is NaN; "
+                     "this lesson's rule is that such a slice gives 0s (TODO 2)",
+                     "。一个全为 -inf 的切片得到了 NaN：它的最大值是 -inf，而 -inf - (-inf) 是 NaN；"
+                     "本课的规则是这样的切片给出全 0（TODO 2）")
     if torch.isnan(out).any() or torch.isinf(out).any():
         big = x[finite].abs().max().item() if finite.any() else 0.0
         if big > 80:
-            return (f". The inputs reach ±{big:.3g}, and exp() overflows float32 above 88 (float16 above 11): "
-                    "subtract the max of each slice before exponentiating (TODO 1)")
+            return ctx.t(f". The inputs reach ±{big:.3g}, and exp() overflows float32 above 88 (float16 above 11): "
+                         "subtract the max of each slice before exponentiating (TODO 1)",
+                         f"。输入的数值达到 ±{big:.3g}，而 exp() 在 float32 下超过 88（float16 下超过 11）就会溢出："
+                         "取指数之前，先减去每个切片的最大值（TODO 1）")
     if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
         wrong = softmax_reference(x, -1).to(out.dtype)
         if mismatch(out, wrong, atol=2e-3, rtol=2e-3) is None:
-            return f". Your result is the softmax along the last dim: use the `dim` argument (dim={dim} here)"
+            return ctx.t(f". Your result is the softmax along the last dim: use the `dim` argument (dim={dim} here)",
+                         f"。你的结果是沿最后一维的 softmax：请使用参数 `dim`（这里 dim={dim}）")
     return ""
 
 
-@lesson.check(1, "stable_softmax of 2-D rows (any length), fp32 and fp16", needs=SOFTMAX, timeout=60)
+@lesson.check(1, "stable_softmax of 2-D rows (any length), fp32 and fp16", needs=SOFTMAX, timeout=60,
+              zh="二维的行（任意长度）上的 stable_softmax，fp32 和 fp16")
 def softmax_rows(ctx):
     # fp16 (and bf16 on a GPU) at scale 1: a sum of exp(x) stays far below fp16's 65504 even without the max
     # subtraction, which softmax_stable grades
@@ -98,13 +105,15 @@ def softmax_rows(ctx):
         expect_softmax(ctx, x, dim=-1)
 
 
-@lesson.check(1, "stable_softmax of huge values (±1e4) stays finite", needs=SOFTMAX, timeout=60)
+@lesson.check(1, "stable_softmax of huge values (±1e4) stays finite", needs=SOFTMAX, timeout=60,
+              zh="超大数值（±1e4）的 stable_softmax 保持有限")
 def softmax_stable(ctx):
     for shape in ctx.pick(gpu=[(64, 512), (8, 77)], interpreter=[(4, 37), (2, 9)]):
         expect_softmax(ctx, ctx.randn(*shape, scale=1e4))
 
 
-@lesson.check(1, "stable_softmax along any dim (0, 1, -2) of 3-D and 4-D tensors", needs=SOFTMAX, timeout=60)
+@lesson.check(1, "stable_softmax along any dim (0, 1, -2) of 3-D and 4-D tensors", needs=SOFTMAX, timeout=60,
+              zh="三维和四维张量沿任意 dim（0、1、-2）的 stable_softmax")
 def softmax_any_dim(ctx):
     cases = ctx.pick(gpu=[((8, 77, 33), 1), ((4, 3, 50, 9), 0), ((6, 5, 40), -2), ((2, 30, 3, 20), 2)],
                      interpreter=[((3, 5, 7), 1), ((4, 3, 6, 2), 0), ((6, 5, 9), -2), ((2, 4, 3, 5), 2)])
@@ -113,7 +122,7 @@ def softmax_any_dim(ctx):
 
 
 @lesson.check(1, "stable_softmax with -inf entries: an all -inf slice gives 0s, not NaN", needs=SOFTMAX,
-              timeout=60)
+              timeout=60, zh="含 -inf 元素的 stable_softmax：全为 -inf 的切片给出全 0，而不是 NaN")
 def softmax_masked(ctx):
     # fp32 along the last dim (fp16 and other dims have their own checks)
     for shape in ctx.pick(gpu=[(64, 300), (16, 40, 77)], interpreter=[(6, 10), (5, 4, 9), (7, 8)]):
@@ -152,30 +161,42 @@ def attention(q, k, v, causal=False, sm_scale=None, dtype=torch.float64, softmax
     return p @ v
 
 
-def attention_hint(got, q, k, v, causal, sm_scale, atol):
+def attention_hint(ctx, got, q, k, v, causal, sm_scale, atol):
     """Name the mistake when `got` matches a known wrong variant of attention."""
     d, M, N = q.shape[-1], q.shape[-2], k.shape[-2]
-    variants = [("the scores were not scaled (use sm_scale, 1/sqrt(d) by default; TODO 4)",
+    variants = [(ctx.t("the scores were not scaled (use sm_scale, 1/sqrt(d) by default; TODO 4)",
+                       "分数没有缩放（要用 sm_scale，默认是 1/sqrt(d)；TODO 4）"),
                  dict(sm_scale=1.0)),
-                ("the scores were scaled by 1/d; the default is 1/sqrt(d) (TODO 4)", dict(sm_scale=1.0 / d)),
-                ("the softmax ran over the queries (dim=-2); it must run over the keys, the last dim (TODO 6)",
+                (ctx.t("the scores were scaled by 1/d; the default is 1/sqrt(d) (TODO 4)",
+                       "分数乘的是 1/d；默认应为 1/sqrt(d)（TODO 4）"), dict(sm_scale=1.0 / d)),
+                (ctx.t("the softmax ran over the queries (dim=-2); it must run over the keys, the last dim (TODO 6)",
+                       "softmax 是沿查询（dim=-2）做的；它必须沿键，也就是最后一维来做（TODO 6）"),
                  dict(softmax_dim=-2))]
     if sm_scale is not None:
-        variants.append(("`sm_scale` was ignored: when it is given, use it instead of 1/sqrt(d) (TODO 4)",
+        variants.append((ctx.t("`sm_scale` was ignored: when it is given, use it instead of 1/sqrt(d) (TODO 4)",
+                               "参数 `sm_scale` 被忽略了：给定它时，要用它代替 1/sqrt(d)（TODO 4）"),
                          dict(sm_scale=None)))
     if causal:
-        variants += [("the causal mask is missing: with causal=True, query i may only see keys j <= i (TODO 5)",
+        variants += [(ctx.t("the causal mask is missing: with causal=True, query i may only see keys j <= i (TODO 5)",
+                            "缺少因果掩码：causal=True 时，查询 i 只能看到 j <= i 的键（TODO 5）"),
                       dict(causal=False)),
-                     ("the causal mask also hides the diagonal: query i must see key i itself (TODO 5)",
+                     (ctx.t("the causal mask also hides the diagonal: query i must see key i itself (TODO 5)",
+                            "因果掩码把对角线也遮住了：查询 i 必须能看到键 i 本身（TODO 5）"),
                       dict(diagonal=0)),
-                     ("masked scores were set to 0 instead of -inf: exp(0) = 1 still gives them weight (TODO 5)",
+                     (ctx.t("masked scores were set to 0 instead of -inf: exp(0) = 1 still gives them weight (TODO 5)",
+                            "被掩码的分数设成了 0 而不是 -inf：exp(0) = 1，它们仍然有权重（TODO 5）"),
                       dict(fill=0.0)),
-                     ("the mask was applied after the softmax: the rows no longer sum to 1; mask the scores "
-                      "with -inf before the softmax (TODO 5)", dict(mask_after=True))]
+                     (ctx.t("the mask was applied after the softmax: the rows no longer sum to 1; mask the scores "
+                            "with -inf before the softmax (TODO 5)",
+                            "掩码是在 softmax 之后才加上的：各行之和不再是 1；要在 softmax 之前用 -inf 遮住分数（TODO 5）"),
+                      dict(mask_after=True))]
         if M != N:
-            variants.append(("the causal mask is aligned to the bottom-right corner (query i sees keys up to "
-                             "i + N - M); this course aligns it top-left like torch's is_causal: query i sees "
-                             "keys 0..i (TODO 5)", dict(align="bottom-right")))
+            variants.append((ctx.t("the causal mask is aligned to the bottom-right corner (query i sees keys up to "
+                                   "i + N - M); this course aligns it top-left like torch's is_causal: query i sees "
+                                   "keys 0..i (TODO 5)",
+                                   "因果掩码是右下对齐的（查询 i 能看到直到 i + N - M 的键）；本课程和 torch 的 is_causal "
+                                   "一样采用左上对齐：查询 i 看到键 0..i（TODO 5）"),
+                             dict(align="bottom-right")))
     if not isinstance(got, torch.Tensor):
         return ""
     for sentence, change in variants:
@@ -183,7 +204,7 @@ def attention_hint(got, q, k, v, causal, sm_scale, atol):
         kwargs.update(change)
         wrong = attention(q, k, v, **kwargs)
         if wrong.shape == got.shape and mismatch(got, wrong.to(got.dtype), atol=atol, rtol=0.0) is None:
-            return f". It looks like {sentence}"
+            return ctx.t(f". It looks like {sentence}", f"。看起来{sentence}")
     return ""
 
 
@@ -195,8 +216,9 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, note=""):
         kwargs["sm_scale"] = sm_scale
     shown = "".join(f", {key}={value:g}" if isinstance(value, float) else f", {key}={value}"
                     for key, value in kwargs.items())
-    what = (f"naive_attention(q, k, v{shown}) with q {tuple(q.shape)}, k and v {tuple(k.shape)}, {q.dtype}"
-            + note)
+    what = ctx.t(f"naive_attention(q, k, v{shown}) with q {tuple(q.shape)}, k and v {tuple(k.shape)}, {q.dtype}",
+                 f"naive_attention(q, k, v{shown})，q 的形状为 {tuple(q.shape)}，k 和 v 的形状为 {tuple(k.shape)}，"
+                 f"{q.dtype}") + note
     out = ctx.call("naive_attention", q, k, v, **kwargs)
     exact = attention(q, k, v, causal, sm_scale)
     same = attention(q, k, v, causal, sm_scale, dtype=q.dtype)
@@ -204,7 +226,7 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, note=""):
         ctx.expect_close(out, exact, same_precision=same, what=what)
     except CheckFailed as failure:
         atol = max(2e-3 if q.dtype != torch.float32 else 1e-4, 4 * (same.double() - exact).abs().max().item())
-        raise CheckFailed(f"{failure}{attention_hint(out, q, k, v, causal, sm_scale, atol)}") from None
+        raise CheckFailed(f"{failure}{attention_hint(ctx, out, q, k, v, causal, sm_scale, atol)}") from None
 
 
 def qkv(ctx, q_shape, n_keys, dtype=torch.float32):
@@ -219,7 +241,7 @@ def usual_scale(q):
 
 
 @lesson.check(2, "naive_attention: 2-D, batched and multi-head inputs, M != N, fp32 and fp16", needs=ATTENTION,
-              timeout=60)
+              timeout=60, zh="naive_attention：二维、批量和多头输入，M != N，fp32 和 fp16")
 def attention_shapes(ctx):
     cases = ctx.pick(
         gpu=[((128, 64), 128, F32), ((300, 80), 777, F32), ((4, 1000, 64), 1000, F32),
@@ -231,7 +253,8 @@ def attention_shapes(ctx):
         expect_attention(ctx, *qkv(ctx, q_shape, n_keys, dtype))
 
 
-@lesson.check(1, "naive_attention with a given sm_scale", needs=ATTENTION, timeout=60)
+@lesson.check(1, "naive_attention with a given sm_scale", needs=ATTENTION, timeout=60,
+              zh="给定 sm_scale 的 naive_attention")
 def attention_scale(ctx):
     # fp32 only (fp16 is attention_shapes'): with sm_scale=1 fp16 scores come near exp's overflow (exp(11) > 65504)
     cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, 0.5), ((2, 4, 100, 64), 300, 0.03), ((3, 129, 40), 129, 1.0)],
@@ -240,7 +263,8 @@ def attention_scale(ctx):
         expect_attention(ctx, *qkv(ctx, q_shape, n_keys), sm_scale=scale)
 
 
-@lesson.check(2, "naive_attention with causal=True (square: M == N)", needs=ATTENTION, timeout=60)
+@lesson.check(2, "naive_attention with causal=True (square: M == N)", needs=ATTENTION, timeout=60,
+              zh="causal=True 的 naive_attention（方阵：M == N）")
 def attention_causal(ctx):
     for q_shape in ctx.pick(gpu=[(256, 64), (2, 8, 1000, 64), (2, 4, 512, 128), (4, 333, 80), (1, 1, 1, 16)],
                             interpreter=[(7, 16), (2, 3, 33, 24), (2, 2, 20, 32), (3, 13, 40), (1, 1, 1, 8)]):
@@ -248,7 +272,8 @@ def attention_causal(ctx):
         expect_attention(ctx, q, k, v, causal=True, sm_scale=usual_scale(q))
 
 
-@lesson.check(1, "naive_attention with causal=True and M != N (top-left alignment)", needs=ATTENTION, timeout=60)
+@lesson.check(1, "naive_attention with causal=True and M != N (top-left alignment)", needs=ATTENTION, timeout=60,
+              zh="causal=True 且 M != N 的 naive_attention（左上对齐）")
 def attention_causal_rect(ctx):
     # fewer queries than keys and more, down to a single query or a single key (where top-left and bottom-right
     # differ most); compared with a mask built from the definition (causal_mask), not with the solution's triu
@@ -259,11 +284,12 @@ def attention_causal_rect(ctx):
     for q_shape, n_keys in cases:
         q, k, v = qkv(ctx, q_shape, n_keys)
         expect_attention(ctx, q, k, v, causal=True, sm_scale=usual_scale(q),
-                         note=" (top-left causal mask: query i sees keys 0..i)")
+                         note=ctx.t(" (top-left causal mask: query i sees keys 0..i)",
+                                    "（左上对齐的因果掩码：查询 i 看到键 0..i）"))
 
 
 @lesson.check(1, "naive_attention on transposed views (B, N, H, d) → (B, H, N, d); inputs unchanged",
-              needs=ATTENTION, timeout=60)
+              needs=ATTENTION, timeout=60, zh="转置视图 (B, N, H, d) → (B, H, N, d) 上的 naive_attention；输入保持不变")
 def attention_views(ctx):
     # Models keep (batch, tokens, heads, d) and hand attention a transposed view; q, k, v must not be modified.
     # Not causal, fp32 (causal masks and fp16 have their own checks).
@@ -272,4 +298,5 @@ def attention_views(ctx):
         q = ctx.randn(B, M, H, d).transpose(1, 2)
         k = ctx.randn(B, N, H, d).transpose(1, 2)
         v = ctx.randn(B, N, H, d).transpose(1, 2)
-        expect_attention(ctx, q, k, v, sm_scale=usual_scale(q), note=" (transposed views, not contiguous)")
+        expect_attention(ctx, q, k, v, sm_scale=usual_scale(q),
+                         note=ctx.t(" (transposed views, not contiguous)", "（转置视图，非连续）"))
