@@ -83,9 +83,26 @@ def comment_blocks(code):
     return blocks
 
 
+def inline_comments(code):
+    """[(comment, False)]: comments after code on a line (`x = 0  # why`), each translated on its own."""
+    import io
+    import tokenize
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    return [(t.string, False) for t in tokens
+            if t.type == tokenize.COMMENT and t.line[:t.start[1]].strip() and re.search(r"[A-Za-z]{2,} [A-Za-z]", t.string)]
+
+
+def setup_tail(language):
+    """The last line of the set-up cell in an edition: it tells the checks which language to speak."""
+    return SETUP_TAIL if language == "en" else f'MODE, DEVICE = course_setup(language="{language}")'
+
+
 def string_literals(code):
-    """[(literal as written, required)]: string literals that hold words (at least two letters and a space); a
-    visible check's title (the first argument of `check(…)`) is required."""
+    """[(literal as written, required)]: string literals that hold words (at least two letters and a space),
+    docstrings included; a visible check's title (the first argument of `check(…)`) is required."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -98,7 +115,7 @@ def string_literals(code):
             text = ast.get_source_segment(code, node)
             words = "".join(v.value for v in node.values if isinstance(v, ast.Constant)) \
                 if isinstance(node, ast.JoinedStr) else node.value
-            if text and re.search(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}", words) and not text.startswith(('"""', "'''")):
+            if text and re.search(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}", words):
                 found.append((text, id(node) in titles))
     # f-strings nested in f-strings are reported once, as the outer literal
     return [(t, r) for t, r in found if not any(t != o and t in o for o, _ in found)]
@@ -113,6 +130,7 @@ def translatable(nb):
         elif cell.cell_type == "code" and not notebook.tags(cell) & {"setup", "check-helpers"}:
             code = cell.source
             items += [("code", text, required) for text, required in comment_blocks(code)]
+            items += [("code", text, required) for text, required in inline_comments(code)]
             items += [("code", text, required) for text, required in string_literals(code)]
     return items
 
@@ -126,6 +144,9 @@ def _translate_code(code, catalog):
             lines = text.split("\n")
             pattern = r"(?m)^([ \t]*)" + r"\n[ \t]*".join(re.escape(line) for line in lines) + r"$"
             out = re.sub(pattern, lambda m: "\n".join(m.group(1) + line for line in catalog[text].split("\n")), out)
+    for text, _ in inline_comments(code):
+        if text in catalog:  # only where it ends a line of code
+            out = re.sub(r"(?m)(\S[^\n]*?)" + re.escape(text) + "$", lambda m: m.group(1) + catalog[text], out)
     for text, _ in sorted(string_literals(code), key=lambda item: -len(item[0])):
         if text in catalog:
             out = out.replace(text, catalog[text])
@@ -141,7 +162,7 @@ def translate(source_nb, lesson_id, language):
         if cell.cell_type == "markdown":
             cell.source = catalog["markdown"].get(cell.source, cell.source)
         elif "setup" in notebook.tags(cell):
-            cell.source = cell.source.replace(SETUP_TAIL, f'MODE, DEVICE = course_setup(language="{language}")')
+            cell.source = cell.source.replace(SETUP_TAIL, setup_tail(language))
         elif cell.cell_type == "code" and "check-helpers" not in notebook.tags(cell):
             cell.source = _translate_code(cell.source, catalog["code"])
     nb.metadata["course_language"] = language

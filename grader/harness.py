@@ -74,7 +74,8 @@ class Worker:
         child.close()
         self.conn = parent
         try:
-            self.request("start", {"mode": "structure" if mode == "compile" else mode}, timeout=120)
+            self.request("start", {"mode": "structure" if mode == "compile" else mode, "language": language},
+                         timeout=120)
         except BaseException:
             self.close()
             raise
@@ -557,7 +558,7 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
             try:
                 note = check.fn(Context(lesson, check, mode, worker, seed, program, reference, language))
             except CheckFailed as failure:
-                failures.append(f"{failure} ({text('seed', language)} {seed})")
+                failures.append(f"{failure}" + text("seed", language, seed=seed))
             if progress:
                 progress(check.id, run, len(seeds), len(failures))
         if note is not None and type(note) is not str:

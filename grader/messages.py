@@ -58,7 +58,7 @@ MESSAGES = {
                     "zh": "{atol:.2g} = PyTorch 自己用 {dtype} 在这些输入上计算的误差（{own:.2g}）的 {factor:g} 倍"},
     "rule_factor_floor": {"en": "{floor:.1g}: {factor:g}× PyTorch's own {dtype} error here ({own:.2g}), but at least "
                                 "the rounding floor of {dtype}{tf32}",
-                          "zh": "{floor:.1g}：PyTorch 自己的 {dtype} 误差（{own:.2g}）的 {factor:g} 倍，但至少是 {dtype}"
+                          "zh": "{floor:.1g}：PyTorch 自己的 {dtype} 误差（{own:.2g}）的 {factor:g} 倍，但至少是 {dtype} "
                                 "{tf32}的舍入下限"},
     "tf32": {"en": " with TF32 tensor cores", "zh": "（TF32 张量核心）"},
     "not_defined": {"en": "`{name}` is not defined in the notebook (was its cell deleted or renamed?)",
@@ -70,11 +70,11 @@ MESSAGES = {
     "repeat_failed": {"en": "failed {failed} of {runs} runs with fresh seeds; the first: ",
                       "zh": "用新随机种子运行 {runs} 次，失败 {failed} 次；第一次失败："},
     "repeat_ok": {"en": "{runs} runs, fresh seeds", "zh": "{runs} 次运行，每次新的随机种子"},
-    "seed": {"en": "seed", "zh": "随机种子"},
+    "seed": {"en": " (seed {seed})", "zh": "（随机种子 {seed}）"},
     "grader_failed": {"en": "the grader itself failed on this check; tell your instructor:\n{trace}",
                       "zh": "评分程序自己在这个检查上出错了；请告诉你的老师：\n{trace}"},
-    "needs_gpu": {"en": "a GPU", "zh": "GPU"},
-    "needs_interpreter": {"en": "Triton's interpreter or a GPU", "zh": "Triton 解释器或 GPU"},
+    "needs_gpu": {"en": "a GPU", "zh": " GPU"},
+    "needs_interpreter": {"en": "Triton's interpreter or a GPU", "zh": " Triton 解释器或 GPU"},
     "unrunnable_failed": {"en": "not run in {mode} mode (it needs {needs}), and {count} check(s) that did run failed "
                                 "({failed}): {rule}",
                           "zh": "在 {mode} 模式下没有运行（它需要{needs}），而且实际运行的检查中有 {count} 个失败了（{failed}）：{rule}"},

@@ -28,6 +28,9 @@ MESSAGES = {
                   "最差的在下标 {index}：应为 {expected}，实际为 {got}"},
     "quick_bound": {"en": "{atol:g} + {rtol:g}·|expected|, a quick bound for {dtype}",
                     "zh": "{atol:g} + {rtol:g}·|期望值|，{dtype} 的一个粗略界"},
+    "hint": {"en": " ({hint})", "zh": "（{hint}）"},
+    "todo_numbers": {"en": "TODO {numbers} in `{name}`", "zh": "`{name}` 中的 TODO {numbers}"},
+    "also_unfinished": {"en": "; also unfinished: {todos}", "zh": "；还没完成的还有：{todos}"},
     "todo_raised": {"en": "a TODO is not done yet ({error})", "zh": "还有 TODO 没有完成（{error}）"},
     "your_line": {"en": "in a cell, line {line}: {code}", "zh": "某个单元格第 {line} 行：{code}"},
     "in_kernel": {"en": " (raised inside a kernel run by Triton's interpreter)", "zh": "（在 Triton 解释器运行的 kernel 里抛出）"},
@@ -71,7 +74,7 @@ def source_of(fn):
 
 def todo_message(number, name, hint, language=None):
     """'TODO 2 in `softmax_kernel` is not done (the hint)'."""
-    return say("todo", language, number=number, name=name) + (f" ({hint})" if hint else "")
+    return say("todo", language, number=number, name=name) + (say("hint", language, hint=hint) if hint else "")
 
 
 def todo_messages(*functions, language=None):
@@ -148,9 +151,15 @@ def _your_lines(error):
 
 def check(title, test, *functions):
     """Run one visible check: prints ✅, or ❌ with what is wrong (unfinished TODOs first). Never raises."""
-    todos = todo_messages(*functions)
-    if todos:
-        print(f"❌ {title}\n   " + "\n   ".join(todos))
+    todos = [(getattr(fn, "__name__", None) or getattr(getattr(fn, "fn", None), "__name__", "?"),
+              unfinished_todos(source_of(fn))) for fn in functions]
+    todos = [(name, found) for name, found in todos if found]
+    if todos:  # the first unfinished TODO with its hint; the others by number (their hints are in their cells)
+        (name, found), rest = todos[0], [(n, f) for n, f in todos]
+        others = ", ".join(say("todo_numbers", numbers=", ".join(str(k) for k, _ in f if (n, k) != (name, found[0][0])),
+                               name=n) for n, f in rest if any((n, k) != (name, found[0][0]) for k, _ in f))
+        print(f"❌ {title}\n   " + todo_message(found[0][0], name, found[0][1])
+              + (say("also_unfinished", todos=others) if others else ""))
         return
     try:
         problem = test()

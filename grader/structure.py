@@ -175,4 +175,5 @@ def tampering_message(found, program, language="en"):
     line, what = found[0]
     more = text("and_more", language, count=len(found) - 1, s="s" if len(found) > 2 else "") if len(found) > 1 else ""
     code = program.split("\n")[line - 1].strip() if 0 < line <= program.count("\n") + 1 else ""
-    return text("tampering", language, what=what, where=cell_and_line(program, line), code=code[:100], more=more)
+    return text("tampering", language, what=what, where=cell_and_line(program, line, language), code=code[:100],
+                more=more)

@@ -116,8 +116,8 @@ def _kernel_origin(kernel):
 
 
 class Session:
-    def __init__(self, mode):
-        self.mode = mode
+    def __init__(self, mode, language="en"):
+        self.mode, self.language = mode, language
         self.device = "cuda" if mode == "gpu" else "cpu"
         self.namespaces = {}
         self.programs = {}
@@ -231,16 +231,24 @@ class Session:
 
     def where(self, filename, lineno):
         text = self.programs.get(filename)
-        return None if text is None else cell_and_line(text, lineno)
+        return None if text is None else cell_and_line(text, lineno, self.language)
 
 
-def cell_and_line(program, lineno):
+# The worker's own words, in each edition's language (this file cannot import the grader's messages).
+WORDS = {"en": {"cell": "cell {cell}, line {line}", "line": "line {line}", "where": "in your notebook, {where}: {code}",
+                "in_kernel": " (raised inside a kernel run by Triton's interpreter)"},
+         "zh": {"cell": "第 {cell} 个单元格第 {line} 行", "line": "第 {line} 行", "where": "在你的笔记本{where}：{code}",
+                "in_kernel": "（在 Triton 解释器运行的 kernel 里抛出）"}}
+
+
+def cell_and_line(program, lineno, language="en"):
     """'cell N, line L' for a line of a program made by grader.notebook.student_program (cells marked `# ── cell N`)."""
+    words = WORDS.get(language, WORDS["en"])
     lines = program.split("\n")
     for i in range(min(lineno, len(lines)) - 1, -1, -1):
         if lines[i].startswith("# ── cell "):
-            return f"cell {lines[i].split()[3].rstrip(',')}, line {lineno - i - 1}"
-    return f"line {lineno}"
+            return words["cell"].format(cell=lines[i].split()[3].rstrip(","), line=lineno - i - 1)
+    return words["line"].format(line=lineno)
 
 
 def describe(error, session):
@@ -256,11 +264,12 @@ def describe(error, session):
         frames += [f for f in traceback.extract_tb(link.__traceback__)
                    if session and f.filename in session.programs and (f.filename, f.lineno) not in
                    {(g.filename, g.lineno) for g in frames}]
-    where = "".join(f"  in your notebook, {session.where(f.filename, f.lineno)}: {(f.line or '').strip()}\n"
-                    for f in frames[-3:])
+    where = "".join("  " + words["where"].format(where=session.where(f.filename, f.lineno), code=(f.line or "").strip())
+                    + "\n" for f in frames[-3:])
     main, note = chain[0], ""
+    words = WORDS.get(session.language if session else "en", WORDS["en"])
     if type(main).__name__ == "InterpreterError" and len(chain) > 1:  # Triton's wrapper around the kernel's error
-        main, note = chain[-1], " (raised inside a kernel run by Triton's interpreter)"
+        main, note = chain[-1], words["in_kernel"]
     text = str(main).strip()
     if len(text) > 1500:
         text = text[:1500] + " …"
@@ -280,7 +289,7 @@ def main(fd):
         op = request.pop("op")
         try:
             if op == "start":
-                session = Session(request["mode"])
+                session = Session(request["mode"], request.get("language", "en"))
                 reply = {"ok": None}
             elif op == "stop":
                 wire.send_message(channel, wire.encode({"ok": None}))
