@@ -41,7 +41,7 @@ def cmd_check(args):
     mode, reason = notebook_setup.detect_mode(args.mode)
     if not args.json:
         print(f"Grading {args.notebook} as {args.lesson} — mode: {mode} ({reason})")
-        print("Sandbox: " + (sandbox.warning() or "on (bubblewrap): student code cannot read the course's files"))
+        print("Sandbox: " + (sandbox.warning(mode=mode) or "on (bubblewrap): student code cannot read the course's files"))
 
     def show(result):
         if not args.json:

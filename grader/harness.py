@@ -61,7 +61,7 @@ class Worker:
         self.log_path = logs / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "wb")
         parent, child = socket.socketpair()
-        self.contained = contained = sandbox.status()[0]
+        self.contained = contained = sandbox.status(mode)[0]
         place = sandbox.INSIDE if contained else scratch  # the scratch folder as the worker sees it
         argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno())]
         env = sandbox.environment(mode, place / "home")
@@ -440,7 +440,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     program, cell_problems = notebook.student_program(submitted, source_nb)
     language = editions.language_of(submitted)
     submission = Submission(program, notebook.function_sources(program), cell_problems,
-                            structure.tampering(notebook.student_code(program)), sandbox.warning(language),
+                            structure.tampering(notebook.student_code(program)), sandbox.warning(language, mode),
                             hidden=(Path(notebook_path).resolve().parent, Path.cwd()), language=language)
     report = Report(lesson_id, mode, language=language)
     wanted = [c for c in lesson.checks if not only or c.id in only]

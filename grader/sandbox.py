@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,23 +53,44 @@ def _probe(bwrap):
     return None
 
 
-def status():
-    """(contained, why): whether workers run in the sandbox, and if not, why."""
+@functools.lru_cache(maxsize=None)
+def _gpu_probe(bwrap):
+    """None when a process in the sandbox can use the GPU (its device nodes bound), else why not. On a machine where
+    it cannot (a device layout this sandbox does not know), GPU grading must not fail every check: status() then
+    grades uncontained, and says so."""
+    with tempfile.TemporaryDirectory() as folder:
+        argv = [sys.executable, "-c", "import torch; torch.zeros(1, device='cuda').add_(1); torch.cuda.synchronize()"]
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", **{k: v for k, v in os.environ.items()
+                                                          if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}}
+        env.update(PYTHONPATH=environment("gpu", "/tmp")["PYTHONPATH"])
+        try:
+            done = subprocess.run(command(argv, folder, env, gpu=True), capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"the GPU cannot be used inside bwrap here ({error})"
+    if done.returncode != 0:
+        return f"the GPU cannot be used inside bwrap here ({done.stderr.strip().splitlines()[-1:] or done.returncode})"
+    return None
+
+
+def status(mode=None):
+    """(contained, why): whether workers of this grading `mode` run in the sandbox, and if not, why."""
     setting = os.environ.get("FA_SANDBOX", "auto")
     if setting not in ("auto", "require", "off"):
         raise Unavailable(f"FA_SANDBOX={setting!r}: use auto, require or off")
     if setting == "off":
         return False, "FA_SANDBOX=off"
     problem = _probe(_bwrap())
+    if problem is None and mode == "gpu":
+        problem = _gpu_probe(_bwrap())
     if problem and setting == "require":
         raise Unavailable(f"FA_SANDBOX=require, but {problem}")
     return problem is None, problem or "bubblewrap"
 
 
-def warning(language="en"):
+def warning(language="en", mode=None):
     """The sentence every check's message carries when grading is not contained (None when it is)."""
     from .messages import text
-    contained, why = status()
+    contained, why = status(mode)
     return None if contained else text("not_contained", language, why=why)
 
 
