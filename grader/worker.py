@@ -264,10 +264,10 @@ def describe(error, session):
         frames += [f for f in traceback.extract_tb(link.__traceback__)
                    if session and f.filename in session.programs and (f.filename, f.lineno) not in
                    {(g.filename, g.lineno) for g in frames}]
+    words = WORDS.get(session.language if session else "en", WORDS["en"])
     where = "".join("  " + words["where"].format(where=session.where(f.filename, f.lineno), code=(f.line or "").strip())
                     + "\n" for f in frames[-3:])
     main, note = chain[0], ""
-    words = WORDS.get(session.language if session else "en", WORDS["en"])
     if type(main).__name__ == "InterpreterError" and len(chain) > 1:  # Triton's wrapper around the kernel's error
         main, note = chain[-1], words["in_kernel"]
     text = str(main).strip()
@@ -297,7 +297,10 @@ def main(fd):
             else:
                 reply = {"ok": getattr(session, op)(**request)}
         except BaseException as error:  # SystemExit from student code too: report it, keep serving
-            reply = {"error": [type(error).__name__, describe(error, session)]}
+            try:
+                reply = {"error": [type(error).__name__, describe(error, session)]}
+            except Exception:  # an error whose str() raises, say: still a reply, never a dead worker
+                reply = {"error": [type(error).__name__, type(error).__name__]}
         try:
             if "ok" in reply and op == "call":
                 reply["ok"][0:2] = [_plain(reply["ok"][0]), _plain(reply["ok"][1])]
