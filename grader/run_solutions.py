@@ -16,7 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import build, notebook, notebook_setup
+from . import build, editions, notebook, notebook_setup
 from .harness import ROOT
 
 MAX_BYTES = 4_000_000  # GitHub renders notebooks of a few MB quickly; larger ones time out
@@ -69,8 +69,11 @@ def main(lessons=None, out_dir=None, timeout=1800):
     machine = describe_machine(mode)
     print(f"running solutions in {mode} mode on {machine['device']} ({reason})", flush=True)
     failed = []
-    for lesson in lessons or build.lesson_ids():
-        path = ROOT / "solutions" / f"{lesson}.ipynb"
+    paths = [ROOT / "solutions" / f"{lesson}.ipynb" for lesson in lessons or build.lesson_ids()]
+    paths += [p.parent / language / p.name for p in paths for language in editions.LANGUAGES
+              if (p.parent / language / p.name).exists()]  # the editions too (grader/editions.py)
+    for path in paths:
+        lesson = path.relative_to(ROOT / "solutions").with_suffix("").as_posix()
         started = time.time()
         try:
             nb = run(path, timeout)
@@ -79,7 +82,7 @@ def main(lessons=None, out_dir=None, timeout=1800):
             print(f"  {lesson}: FAILED after {time.time() - started:.0f} s: {str(error)[-1500:]}", flush=True)
             continue
         nb = record(nb, machine, time.time() - started)
-        target = Path(out_dir) / f"{lesson}.ipynb" if out_dir else path
+        target = Path(out_dir) / path.relative_to(ROOT / "solutions") if out_dir else path
         notebook.write(nb, target)
         size = target.stat().st_size
         print(f"  {lesson}: {time.time() - started:.0f} s, {size / 1e6:.1f} MB -> {target}"
