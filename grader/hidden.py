@@ -42,8 +42,8 @@ def grade(lesson_id, check_id, notebook_path=None):
         _REPORTS[key] = run_lesson(lesson_id, path, mode)
     result = next(t for t in _REPORTS[key].tests if t.id == check_id)
     # wrapped, so the feedback page shows the whole message without scrolling
-    text = "\n   ".join(textwrap.fill(part, 90, subsequent_indent="   ") for part in result.message.split("\n"))
+    wrapped = "\n   ".join(textwrap.fill(part, 90, subsequent_indent="   ") for part in result.message.split("\n"))
     if not result.passed:
-        print("❌", text)
+        print("❌", wrapped)
         raise CheckFailed(text("check_failed", _REPORTS[key].language, check=check_id, points=f"{result.max_points:g}"))
-    print("✅", text)
+    print("✅", wrapped)
