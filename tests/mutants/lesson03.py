@@ -5,6 +5,11 @@ TORCH_ELEMENTWISE = ("    s = (q[:, None, :].float() * k[None, :, :].float()).su
                      "    w = torch.exp(s - s.amax(-1, keepdim=True))\n"
                      "    out = ((w / w.sum(-1, keepdim=True))[:, :, None] * v[None].float()).sum(1).to(q.dtype)\n")
 
+# One mistake, one check: every check but `ragged_n` has N a multiple of 32, every check but `odd_head_dim` d a power
+# of two, every check but `m_ne_n` M = N, every check but `custom_scale` the default scale; the `passes` sets hold
+# the checks a mutant must not cost (in interpreter and gpu mode alike).
+ALL = {"basic", "ragged_n", "odd_head_dim", "m_ne_n", "fp16", "custom_scale", "strided"}
+
 MUTANTS = [
     Mutant("missing_rescale",
            [("        l_i = l_i * alpha + tl.sum(p, axis=0)\n        acc = acc * alpha\n",
@@ -12,17 +17,19 @@ MUTANTS = [
            {"basic"}, "l_i and acc are not rescaled by alpha when a later block raises the max"),
     Mutant("masked_keys_zero",
            [('s = tl.where(n_mask, s, float("-inf"))', "s = tl.where(n_mask, s, 0.0)")],
-           {"ragged_n"}, "the scores of keys beyond N are 0 instead of -inf"),
+           {"ragged_n"}, "the scores of keys beyond N are 0 instead of -inf", passes=ALL - {"ragged_n"}),
     Mutant("no_scale",
            [("s = tl.sum(k * q[None, :], axis=1) * sm_scale", "s = tl.sum(k * q[None, :], axis=1)")],
            {"basic"}, "the scores are not multiplied by sm_scale"),
     Mutant("ignores_custom_scale",
            [("sm_scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)", "sm_scale = 1.0 / math.sqrt(d)")],
-           {"custom_scale"}, "the wrapper always uses 1/sqrt(d), whatever sm_scale it is given"),
+           {"custom_scale"}, "the wrapper always uses 1/sqrt(d), whatever sm_scale it is given",
+           passes=ALL - {"custom_scale"}),
     Mutant("missing_d_mask",
            [("tl.load(Q + pid * stride_qm + offs_d, mask=d_mask, other=0.0)", "tl.load(Q + pid * stride_qm + offs_d)"),
             ("kv_mask = n_mask[:, None] & d_mask[None, :]", "kv_mask = n_mask[:, None]")],
-           {"odd_head_dim"}, "the loads are masked on keys only: padding features read the next row's values"),
+           {"odd_head_dim"}, "the loads are masked on keys only: padding features read the next row's values",
+           passes=ALL - {"odd_head_dim"}),
     Mutant("torch_does_the_work",
            [("    return out", "    return torch.softmax(q @ k.T * sm_scale, dim=-1) @ v")],
            {"basic"}, "launches the kernel but returns torch's attention"),
@@ -35,16 +42,22 @@ MUTANTS = [
                       "(no forbidden call, but an M×N×d tensor)"),
     Mutant("contiguous_rows",
            [("q.stride(0), k.stride(0), v.stride(0), out.stride(0)", "d, d, d, d")],
-           {"strided"}, "assumes rows are d elements apart"),
+           {"strided"}, "assumes rows are d elements apart", passes=ALL - {"strided"}),
     Mutant("loop_one_block_short",
            [("for start_n in range(0, N, BLOCK_N):", "for start_n in range(0, N // BLOCK_N * BLOCK_N, BLOCK_N):")],
-           {"ragged_n"}, "the K/V loop stops before the last, partial block"),
+           {"ragged_n"}, "the K/V loop stops before the last, partial block", passes=ALL - {"ragged_n"}),
+    Mutant("kv_loads_unmasked_on_keys",
+           [("kv_mask = n_mask[:, None] & d_mask[None, :]", "kv_mask = d_mask[None, :]")],
+           {"ragged_n"}, "K and V loads masked on features only: the last block reads past the last key (NaN around the "
+                         "inputs: a missing key's v, weighted 0, gives 0·NaN = NaN)", passes=ALL - {"ragged_n"}),
     Mutant("int_loop_state",
            [("l_i = tl.full([], 0.0, dtype=tl.float32)", "l_i = 0")],
-           {"compiles"}, "l_i starts as an int: the interpreter accepts it, the compiler rejects the type change"),
+           {"compiles"}, "l_i starts as an int: the interpreter accepts it, the compiler rejects the type change",
+           passes={"basic"}),
     Mutant("keys_counted_by_queries",
            [("out.stride(0), N, d,", "out.stride(0), M, d,")],
-           {"m_ne_n"}, "passes the number of queries M where the kernel needs the number of keys N"),
+           {"m_ne_n"}, "passes the number of queries M where the kernel needs the number of keys N",
+           passes=ALL - {"m_ne_n"}),
     Mutant("crash_on_single_key",
            [("    out = torch.empty((M, d)", "    if N == 1:\n        " + SEGFAULT + "\n    out = torch.empty((M, d)")],
            {"ragged_n"}, "the process dies on one input: only the checks that reach it lose points",
