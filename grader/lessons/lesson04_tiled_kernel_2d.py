@@ -1,7 +1,26 @@
 """Checks of lesson 04: `tiled_attention_kernel` and `tiled_attention(q, k, v, causal=False, sm_scale=None)` for
 (B, H, N, d) tensors: BLOCK_M×BLOCK_N tiles with tl.dot, strides, masks for any length and any d, causal masks
 aligned bottom-right (query i sees keys j <= i + seqlen_k - seqlen_q; a row with no visible key gives 0), with the
-blocks above the diagonal skipped, and autotuning."""
+blocks above the diagonal skipped, and autotuning.
+
+One mistake, one check (COURSE_SPEC §5): each check tests its own idea on inputs that are easy in every other
+respect. Only `forward_ragged` has non-causal lengths that are not multiples of the blocks (and a custom sm_scale),
+only `head_dim_padded` a head dim that is not a power of two, only `strided_inputs` non-contiguous inputs, only the
+causal checks a causal mask, and only `causal_unequal_lengths` a causal mask with seqlen_q ≠ seqlen_k. Batch sizes
+above 1 everywhere it costs little: a wrong batch offset fails `forward_divisible`.
+
+Block sizes (COURSE_SPEC §4): the notebook runs every problem smaller than its TUNE_FROM_SCORES (every check here
+but `speed`) untuned, with one config per (head dim, causal, dtype) whose shape follows the head dim: a wide tile
+(BLOCK_M < BLOCK_N: 64×128 on a GPU in fp16/bf16, 32×64 in fp32, 16×32 in the interpreter) for BLOCK_D <= 32 and a
+tall one (BLOCK_M > BLOCK_N: 128×64, 64×32, 32×16) above. The checks that catch a mix-up of BLOCK_M and BLOCK_N run
+both (head dims up to 32 and from 64).
+
+Causal bounds (`hi`, `mask_start`) that are off by one key go wrong only for some remainders of the lengths modulo
+the blocks, so the causal checks cover every one of them (causal_cases), compared with a mask built element by
+element: for seqlen_q = seqlen_k every N modulo the largest block, for seqlen_q ≠ seqlen_k (both signs) every
+diag = seqlen_k - seqlen_q modulo BLOCK_N, on which the bounds of every Q block depend (start_m·BLOCK_M + diag; with
+BLOCK_M < BLOCK_N the Q blocks' starts add multiples of BLOCK_M, so diag modulo BLOCK_M is enough). On a GPU the
+modulus is 128, a multiple of every block of the notebook's autotuning list too."""
 import math
 
 import torch
@@ -80,6 +99,40 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None):
     return out
 
 
+def residue_lengths(modulus, equal):
+    """(seqlen_q, seqlen_k) pairs: N = modulus + 1 … 2·modulus when equal; otherwise, for every remainder r of
+    diag = seqlen_k - seqlen_q modulo `modulus`, one pair with more keys than queries and one with more queries than
+    keys (diag = r - 2·modulus: the first Q blocks see no key, and their unclamped bound would be below -BLOCK_N, where
+    Triton's `//`, which rounds toward zero, no longer hides a missing clamp), their lengths spread over the
+    remainders too."""
+    if equal:
+        return [(n, n) for n in range(modulus + 1, 2 * modulus + 1)]
+    pairs = []
+    for r in range(modulus):
+        n_q = modulus + modulus // 4 + 3 * r
+        pairs.append((n_q, n_q + (r or modulus)))             # diag ≡ r, positive
+        n_k = modulus + modulus // 8 + 2 * r
+        pairs.append((n_k + (2 * modulus - r), n_k))            # diag = r - 2·modulus ≡ r, negative
+    return pairs
+
+
+def causal_cases(ctx, equal):
+    """[(B, H, seqlen_q, seqlen_k, d)] covering every remainder the causal bounds depend on, for both tile shapes
+    (the module docstring), in fp16: on a GPU N modulo 128, and diag modulo 128 (tall 128×64 at d = 64) or 64 (wide
+    64×128 at d = 32, whose Q blocks start at multiples of 64); in the interpreter (tall 32×16 at d = 64, wide 16×32
+    at d = 16) N modulo 32 and diag modulo 16."""
+    if ctx.gpu:
+        sets = [(64, 128, 128), (32, 128, 128 if equal else 64)]
+    else:
+        sets = [(64, 32, 16), (16, 32, 16)]
+    cases = []
+    for d, modulus_equal, modulus_diag in sets:
+        for i, (n_q, n_k) in enumerate(residue_lengths(modulus_equal if equal else modulus_diag, equal)):
+            B = 2 if i % 8 == 0 else 1  # a few with a batch: the bounds do not depend on it, the offsets do
+            cases.append((B, 1, n_q, n_k, d))
+    return cases
+
+
 def qkv(ctx, B, H, n_q, n_k, d, dtype=torch.float16):
     # q a little larger than k: peaked softmax rows, so the running max changes from block to block
     return (ctx.randn(B, H, n_q, d, dtype=dtype, scale=1.5), ctx.randn(B, H, n_k, d, dtype=dtype),
@@ -90,9 +143,9 @@ def qkv(ctx, B, H, n_q, n_k, d, dtype=torch.float16):
 @lesson.check(2, "non-causal attention, lengths that are multiples of the block", needs=NEEDS, kernels=KERNELS)
 def forward_divisible(ctx):
     for shape, dtype in ctx.pick(
-            gpu=[((2, 4, 512, 512, 64), torch.float16), ((1, 2, 1024, 1024, 128), torch.float16),
-                 ((2, 2, 256, 768, 32), torch.float16), ((1, 3, 384, 256, 16), torch.float16)],
-            interpreter=[((1, 2, 64, 64, 32), torch.float16), ((1, 1, 32, 96, 16), torch.float32)]):
+            gpu=[((2, 4, 512, 512, 64), torch.float16), ((2, 2, 1024, 1024, 128), torch.float16),
+                 ((3, 2, 256, 256, 32), torch.float16), ((2, 3, 384, 384, 16), torch.float16)],
+            interpreter=[((2, 1, 64, 64, 64), torch.float16), ((2, 1, 64, 64, 16), torch.float32)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype))
 
 
@@ -103,18 +156,20 @@ def forward_ragged(ctx):
             gpu=[((2, 3, 1000, 1000, 64), torch.float16, None), ((1, 2, 333, 777, 128), torch.float16, None),
                  ((1, 4, 1, 513, 64), torch.float16, None), ((2, 2, 1537, 100, 32), torch.float16, 0.3),
                  ((1, 2, 77, 1, 64), torch.float16, None), ((1, 1, 4097, 4095, 64), torch.float16, None)],
-            interpreter=[((1, 2, 50, 77, 32), torch.float32, None), ((1, 2, 45, 19, 16), torch.float16, 0.3),
-                         ((1, 1, 1, 37, 16), torch.float16, None)]):
+            interpreter=[((2, 1, 50, 77, 64), torch.float32, None), ((2, 1, 45, 19, 16), torch.float16, 0.3),
+                         ((2, 1, 1, 37, 16), torch.float16, None)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype), sm_scale=scale)
 
 
 @lesson.check(1, "head dimensions that are not powers of two (d padded to BLOCK_D and masked)", needs=NEEDS,
               kernels=KERNELS)
 def head_dim_padded(ctx):
+    # Lengths are multiples of every block, so every K block runs in the unmasked stage, the last one included:
+    # an unmasked-stage load without the d mask reads past the last key's row into the NaN around the tensor.
     for shape, dtype in ctx.pick(
-            gpu=[((2, 3, 300, 257, 80), torch.float16), ((1, 4, 513, 1000, 96), torch.float16),
-                 ((1, 2, 200, 200, 40), torch.float16), ((2, 2, 129, 65, 24), torch.float16)],
-            interpreter=[((1, 2, 40, 33, 40), torch.float32), ((1, 1, 33, 20, 24), torch.float16)]):
+            gpu=[((2, 3, 384, 384, 80), torch.float16), ((2, 4, 512, 512, 96), torch.float16),
+                 ((2, 2, 256, 256, 40), torch.float16), ((2, 2, 128, 128, 24), torch.float16)],
+            interpreter=[((2, 1, 64, 64, 40), torch.float32), ((2, 1, 32, 32, 24), torch.float16)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype))
 
 
@@ -122,9 +177,9 @@ def head_dim_padded(ctx):
               kernels=KERNELS)
 def strided_inputs(ctx):
     for B, H, n, d, dtype, causal in ctx.pick(
-            gpu=[(2, 4, 1000, 64, torch.float16, False), (1, 3, 517, 128, torch.float16, True),
-                 (2, 2, 300, 80, torch.float16, False)],
-            interpreter=[(1, 2, 37, 32, torch.float32, False), (1, 2, 50, 16, torch.float16, True)]):
+            gpu=[(2, 4, 1024, 64, torch.float16, False), (2, 3, 512, 128, torch.float16, False),
+                 (2, 2, 256, 32, torch.float32, False)],
+            interpreter=[(2, 1, 32, 64, torch.float32, False), (2, 1, 64, 16, torch.float16, False)]):
         qkv_packed = ctx.randn(B, n, 3, H, d, dtype=dtype)        # a fused projection's output
         q, k, v = (t.transpose(1, 2) for t in qkv_packed.unbind(2))
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
@@ -132,31 +187,30 @@ def strided_inputs(ctx):
                                 f"(q strides {q.stride()})"))
         x = ctx.randn(B, n + 7, H, d, dtype=dtype)               # (B, N, H, d), transposed
         q = x[:, :n].transpose(1, 2)
-        k = ctx.randn(B, n + 7, H, d, dtype=dtype).transpose(1, 2)
-        v = ctx.randn(B, H, n + 7, d + 8, dtype=dtype)[..., :d]     # rows d+8 apart
+        k = ctx.randn(B, n + 7, H, d, dtype=dtype)[:, :n].transpose(1, 2)
+        v = ctx.randn(B, H, n + 7, d + 8, dtype=dtype)[:, :, :n, :d]  # rows d+8 apart
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
             q, k, causal, extra=f"; q strides {q.stride()}, k strides {k.stride()}, v strides {v.stride()}"))
 
 
-@lesson.check(2, "causal attention with seqlen_q = seqlen_k", needs=NEEDS, kernels=KERNELS)
+@lesson.check(2, "causal attention with seqlen_q = seqlen_k (every remainder of N modulo the blocks)", needs=NEEDS,
+              kernels=KERNELS)
 def causal(ctx):
-    for shape, dtype in ctx.pick(
-            gpu=[((2, 3, 1000, 1000, 64), torch.float16), ((1, 2, 1024, 1024, 128), torch.float16),
-                 ((1, 2, 257, 257, 80), torch.float16), ((2, 2, 64, 64, 32), torch.float16),
-                 ((1, 1, 3, 3, 64), torch.float16)],
-            interpreter=[((1, 2, 70, 70, 32), torch.float16), ((1, 1, 33, 33, 64), torch.float32)]):
+    extra = ctx.pick(gpu=[(2, 3, 1000, 1000, 64, torch.float16), (1, 2, 1024, 1024, 128, torch.float16),
+                          (2, 2, 64, 64, 32, torch.float16), (1, 1, 3, 3, 64, torch.float16)],
+                     interpreter=[(2, 1, 3, 3, 32, torch.float16)])
+    for *shape, dtype in extra + [case + (torch.float16,) for case in causal_cases(ctx, equal=True)]:
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype), causal=True)
 
 
-@lesson.check(1, "causal with seqlen_q ≠ seqlen_k (bottom-right: query i sees keys j ≤ i + seqlen_k − seqlen_q); "
-                 "rows that see no key give 0", needs=NEEDS, kernels=KERNELS)
+@lesson.check(1, "causal with seqlen_q ≠ seqlen_k (bottom-right: query i sees keys j ≤ i + seqlen_k − seqlen_q; "
+                 "every remainder of the difference modulo the blocks); rows that see no key give 0", needs=NEEDS,
+              kernels=KERNELS)
 def causal_unequal_lengths(ctx):
-    for shape, dtype in ctx.pick(
-            gpu=[((1, 2, 300, 700, 64), torch.float16), ((1, 2, 700, 300, 64), torch.float16),
-                 ((2, 2, 1, 1000, 128), torch.float16), ((1, 3, 1000, 64, 32), torch.float16),
-                 ((1, 2, 129, 1000, 80), torch.float16)],
-            interpreter=[((1, 2, 30, 75, 32), torch.float16), ((1, 2, 75, 30, 16), torch.float32),
-                         ((1, 1, 1, 40, 16), torch.float32)]):
+    extra = ctx.pick(gpu=[(1, 2, 300, 700, 64, torch.float16), (1, 2, 700, 300, 64, torch.float16),
+                          (2, 2, 1, 1000, 128, torch.float16), (1, 3, 1000, 64, 32, torch.float16)],
+                     interpreter=[(2, 1, 1, 40, 16, torch.float32)])
+    for *shape, dtype in extra + [case + (torch.float16,) for case in causal_cases(ctx, equal=False)]:
         q, k, v = qkv(ctx, *shape, dtype=dtype)
         out = ctx.call("tiled_attention", q, k, v, causal=True)
         empty = shape[2] - shape[3]
@@ -164,8 +218,8 @@ def causal_unequal_lengths(ctx):
             bad = (~(out[:, :, :empty].abs() <= 1e-6)).nonzero()[0].tolist()
             ctx.fail(f"{describe(q, k, True)}: the first {empty} query rows see no key (bottom-right alignment), so "
                      f"their output must be 0; at index {tuple(bad)} it is {out[tuple(bad)].item():.4g}"
-                     + (" (NaN: guard the running max -inf - (-inf) and the final 0/0, TODO 5)"
-                        if torch.isnan(out[tuple(bad)]) else ""))
+                     + (" (NaN: guard the running max -inf - (-inf) and the final 0/0, TODO 5; or a load past the "
+                        "end of a row or of a tensor without a mask)" if torch.isnan(out[tuple(bad)]) else ""))
         exact, same = reference(q, k, v, True)
         ctx.expect_close(out, exact, same_precision=same, what=describe(q, k, True), floor=floor_for(ctx, dtype))
 
@@ -175,30 +229,32 @@ def causal_skips_blocks(ctx):
     # Keys from `start` on are NaN. A query row i < start cannot see them, and with any BLOCK_M, BLOCK_N ≤ 512 that
     # divide `start`, its Q block ends at or before `start`, so a kernel that stops at the diagonal never loads them.
     # A kernel that loads them and multiplies by a probability of 0 gets 0·NaN = NaN in those rows.
-    B, H, n, d, start = ctx.pick(gpu=(1, 2, 2048, 64, 1024), interpreter=(1, 2, 160, 16, 128))
-    q, k, v = qkv(ctx, B, H, n, n, d)
-    k_nan, v_nan = k.clone(), v.clone()
-    k_nan[:, :, start:] = float("nan")
-    v_nan[:, :, start:] = float("nan")
-    out = ctx.call("tiled_attention", q, k_nan, v_nan, causal=True)
-    got = out[:, :, :start]
-    what = (f"tiled_attention(causal=True) for B={B}, H={H}, seqlen={n}, d={d}, fp16, with k and v set to NaN from "
-            f"key {start} on")
-    if torch.isnan(got).any():
-        row = int(torch.isnan(got).nonzero()[0][2])
-        ctx.fail(f"{what}: row {row} came out NaN, but rows before {start} cannot see those keys. Your kernel loads "
-                 "K/V blocks that lie entirely above the diagonal (0·NaN = NaN shows it): the loop over K blocks must "
-                 "stop at the last key the Q block can see (TODO 2), so that causal attention does about half the work")
-    exact, same = reference(q[:, :, :start], k[:, :, :start], v[:, :, :start], True)
-    ctx.expect_close(got, exact, same_precision=same, what=what + f", rows 0..{start - 1}",
-                     floor=floor_for(ctx, q.dtype))
+    B, H, n, start = ctx.pick(gpu=(2, 2, 2048, 1024), interpreter=(2, 1, 160, 128))
+    for d in (64, 16):  # both tile shapes: tall (BLOCK_M > BLOCK_N) and wide
+        q, k, v = qkv(ctx, B, H, n, n, d)
+        k_nan, v_nan = k.clone(), v.clone()
+        k_nan[:, :, start:] = float("nan")
+        v_nan[:, :, start:] = float("nan")
+        out = ctx.call("tiled_attention", q, k_nan, v_nan, causal=True)
+        got = out[:, :, :start]
+        what = (f"tiled_attention(causal=True) for B={B}, H={H}, seqlen={n}, d={d}, fp16, with k and v set to NaN "
+                f"from key {start} on")
+        if torch.isnan(got).any():
+            row = int(torch.isnan(got).nonzero()[0][2])
+            ctx.fail(f"{what}: row {row} came out NaN, but rows before {start} cannot see those keys. Your kernel "
+                     "loads K/V blocks that lie entirely above the diagonal (0·NaN = NaN shows it): the loop over K "
+                     "blocks must stop at the last key the Q block can see (TODO 2), so that causal attention does "
+                     "about half the work")
+        exact, same = reference(q[:, :, :start], k[:, :, :start], v[:, :, :start], True)
+        ctx.expect_close(got, exact, same_precision=same, what=what + f", rows 0..{start - 1}",
+                         floor=floor_for(ctx, q.dtype))
 
 
 @lesson.check(1, "fp32 inputs (fp32 output; TF32 tensor-core error allowed on a GPU)", needs=NEEDS, kernels=KERNELS)
 def fp32_inputs(ctx):
-    for shape, causal in ctx.pick(gpu=[((2, 3, 1000, 777, 64), False), ((1, 2, 513, 513, 128), True),
-                                       ((1, 2, 300, 200, 80), True)],
-                                  interpreter=[((1, 2, 45, 37, 32), True), ((1, 1, 20, 50, 64), False)]):
+    for shape, causal in ctx.pick(gpu=[((2, 3, 1024, 1024, 64), False), ((2, 2, 512, 512, 128), False),
+                                       ((2, 2, 256, 256, 16), False)],
+                                  interpreter=[((2, 1, 64, 64, 32), False), ((2, 1, 32, 32, 64), False)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=torch.float32), causal=causal)
 
 

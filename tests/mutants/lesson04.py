@@ -1,5 +1,10 @@
 from . import Mutant
 
+# The causal bounds of TODO 2, as the reference writes them.
+HI = "hi = tl.minimum(start_m * BLOCK_M + BLOCK_M + diag, N_CTX_K)"
+MASK_START = "mask_start = tl.maximum(tl.minimum(start_m * BLOCK_M + 1 + diag, N_CTX_K), 0) // BLOCK_N * BLOCK_N"
+NOT_CAUSAL = {"forward_divisible", "forward_ragged"}
+
 MUTANTS = [
     Mutant("no_rescale_of_acc",
            [("            acc = acc * alpha[:, None]\n", "")],
@@ -9,11 +14,11 @@ MUTANTS = [
            [('qk = tl.where(visible, qk, float("-inf"))', "qk = tl.where(visible, qk, 0.0)")],
            {"forward_ragged"},
            "masked scores set to 0 instead of -inf: padding keys and future keys get weight exp2(0 - m)",
-           passes={"forward_divisible"}),
+           passes={"forward_divisible", "head_dim_padded", "strided_inputs", "fp32_inputs"}),
     Mutant("causal_off_by_one",
            [("keys[None, :] <= offs_m[:, None] + (N_CTX_K - N_CTX_Q)", "keys[None, :] < offs_m[:, None] + (N_CTX_K - N_CTX_Q)")],
            {"causal"},
-           "a query does not see its own key (< instead of <=)"),
+           "a query does not see its own key (< instead of <=)", passes=NOT_CAUSAL),
     Mutant("strides_assumed_contiguous",
            [("""    q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh
               + offs_m[:, None] * stride_qm + offs_d[None, :] * stride_qk)
@@ -26,7 +31,7 @@ MUTANTS = [
     v_ptrs = V + off_hz * N_CTX_K * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]""")],
            {"strided_inputs"},
            "pointers computed as if q, k, v were contiguous (B, H, N, d): transposed or packed views read wrong data",
-           passes={"forward_divisible"}),
+           passes={"forward_divisible", "fp32_inputs"}),
     Mutant("d_mask_missing",
            [("q = tl.load(q_ptrs, mask=(offs_m[:, None] < N_CTX_Q) & d_mask[None, :], other=0.0)",
              "q = tl.load(q_ptrs, mask=offs_m[:, None] < N_CTX_Q, other=0.0)"),
@@ -35,7 +40,7 @@ MUTANTS = [
              "kv_mask = (start_n + offs_n)[:, None] < N_CTX_K")],
            {"head_dim_padded"},
            "loads without the head-dim mask: for d = 40 the padding columns read the next row's numbers",
-           passes={"forward_divisible"}),
+           passes={"forward_divisible", "forward_ragged", "strided_inputs", "fp32_inputs"}),
     Mutant("wrapper_calls_sdpa",
            [("IS_CAUSAL=bool(causal))\n    return out",
              "IS_CAUSAL=bool(causal))\n"
@@ -46,26 +51,75 @@ MUTANTS = [
            [("hi = tl.minimum(start_m * BLOCK_M + BLOCK_M + diag, N_CTX_K)", "hi = N_CTX_K")],
            {"causal_skips_blocks"},
            "causal loop runs over every K block and masks them: correct numbers, twice the work",
-           passes={"causal"}),
+           passes={"causal"} | NOT_CAUSAL),
     Mutant("causal_top_left",
            [("diag = N_CTX_K - N_CTX_Q                      # query i sees keys j <= i + diag", "diag = 0"),
             ("keys[None, :] <= offs_m[:, None] + (N_CTX_K - N_CTX_Q)", "keys[None, :] <= offs_m[:, None]")],
            {"causal_unequal_lengths"},
-           "causal mask aligned top-left (like is_causal=True) instead of bottom-right", passes={"causal"}),
+           "causal mask aligned top-left (like is_causal=True) instead of bottom-right", passes={"causal"} | NOT_CAUSAL),
     Mutant("empty_rows_nan",
            [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)    # a row that has seen no key yet',
              "m_safe = m_new")],
            {"causal_unequal_lengths"},
-           "no guard for rows that have seen only masked keys: exp2(-inf - (-inf)) = NaN"),
+           "no guard for rows that have seen only masked keys: exp2(-inf - (-inf)) = NaN", passes=NOT_CAUSAL),
     Mutant("grid_floor_division",
            [('grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B * H)',
              'grid = lambda META: (N_CTX_Q // META["BLOCK_M"], B * H)')],
            {"forward_ragged"},
-           "the grid rounds the number of Q blocks down: the last rows are never written (poisoned NaN)"),
+           "the grid rounds the number of Q blocks down: the last rows are never written (poisoned NaN)",
+           passes={"forward_divisible"}),
     Mutant("causal_break_does_not_compile",
            [("        for start_n in range(lo, stage_end, BLOCK_N):\n",
              "        for start_n in range(lo, N_CTX_K, BLOCK_N):\n            if start_n >= stage_end:\n"
              "                break\n")],
            {"compiles"},
            "leaves the K loop with `break`: the interpreter runs it, Triton's compiler rejects it"),
+    # Causal bounds off by one key: wrong only when seqlen_k - seqlen_q falls on particular remainders modulo the
+    # blocks (never for seqlen_q = seqlen_k), so only the remainder-covering causal check sees them.
+    Mutant("causal_hi_one_key_short",
+           [(HI, HI.replace("BLOCK_M + BLOCK_M + diag", "BLOCK_M + BLOCK_M - 1 + diag"))],
+           {"causal_unequal_lengths"},
+           "the K loop stops one key early: the last row of a Q block misses its last key when that key starts a "
+           "new K block", passes={"causal"} | NOT_CAUSAL),
+    Mutant("causal_mask_start_one_key_late",
+           [(MASK_START, MASK_START.replace("+ 1 + diag", "+ 2 + diag"))],
+           {"causal_unequal_lengths"},
+           "the unmasked stage runs one key too far: a K block whose last key the Q block's first row must not see "
+           "is loaded without the mask", passes={"causal"} | NOT_CAUSAL),
+    Mutant("causal_mask_start_not_clamped",
+           [(MASK_START, "mask_start = tl.minimum(start_m * BLOCK_M + 1 + diag, N_CTX_K) // BLOCK_N * BLOCK_N")],
+           {"causal_unequal_lengths"},
+           "mask_start not clamped at 0: for the top Q blocks of seqlen_q > seqlen_k far enough below the first "
+           "visible key it is negative (Triton's // rounds toward zero) and the masked stage reads keys before the "
+           "first", passes={"causal"} | NOT_CAUSAL),
+    # BLOCK_M where BLOCK_N belongs, or the other way: right with square tiles, wrong with a tall or a wide one
+    Mutant("causal_hi_uses_block_n",
+           [(HI, HI.replace("BLOCK_M + BLOCK_M + diag", "BLOCK_M + BLOCK_N + diag"))],
+           {"causal"}, "hi counts the Q block's rows with BLOCK_N: a tall tile (BLOCK_M > BLOCK_N) stops too early",
+           passes=NOT_CAUSAL),
+    Mutant("causal_mask_start_uses_block_n",
+           [(MASK_START, MASK_START.replace("start_m * BLOCK_M + 1", "start_m * BLOCK_N + 1"))],
+           {"causal"}, "the Q block's first row taken as start_m * BLOCK_N: with a wide tile (BLOCK_M < BLOCK_N) blocks "
+                       "that need the mask run without it", passes=NOT_CAUSAL),
+    Mutant("grid_uses_block_n",
+           [('grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B * H)',
+             'grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_N"]), B * H)')],
+           {"forward_divisible"}, "the grid counts Q blocks of BLOCK_N rows: with a wide tile the last rows are never "
+                                  "computed"),
+    # Batch offsets: invisible with B = 1
+    Mutant("v_without_batch_offset",
+           [("v_ptrs = (V + off_z * stride_vz + off_h * stride_vh", "v_ptrs = (V + off_h * stride_vh")],
+           {"forward_divisible"}, "V's pointers leave out the batch offset: every batch element reads batch 0's values"),
+    Mutant("q_batch_offset_with_k_stride",
+           [("q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh", "q_ptrs = (Q + off_z * stride_kz + off_h * stride_qh")],
+           {"forward_ragged"}, "Q's batch offset uses K's batch stride: the same when seqlen_q = seqlen_k, wrong "
+                               "otherwise (and only for batch elements after the first)",
+           passes={"forward_divisible", "causal"}),
+    # Reads past a row that are multiplied by zero: visible because the checks put NaN around every input
+    Mutant("d_mask_missing_in_unmasked_stage",
+           [("kv_mask = d_mask[None, :]  ", "kv_mask = offs_n[:, None] >= 0  ")],
+           {"head_dim_padded"},
+           "the unmasked stage loads K and V without the head-dim mask: the padding columns read the next row, and "
+           "past the last row the memory around the tensor; q's zero padding hides it, except 0·NaN = NaN",
+           passes=NOT_CAUSAL),
 ]
