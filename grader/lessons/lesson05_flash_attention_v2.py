@@ -64,15 +64,17 @@ def _glue_done(ctx, backward):
         return
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FlashAttention"]
     if not classes:
-        ctx.fail("`FlashAttention` (the torch.autograd.Function behind flash_attention) is not defined")
+        ctx.fail(ctx.t("`FlashAttention` (the torch.autograd.Function behind flash_attention) is not defined",
+                       "没有定义 `FlashAttention`（flash_attention 背后的 torch.autograd.Function）"))
     methods = {n.name: n for n in classes[-1].body if isinstance(n, ast.FunctionDef)}
     for name in ("forward", "backward") if backward else ("forward",):
         if name not in methods:
-            ctx.fail(f"`FlashAttention` has no `{name}` method")
+            ctx.fail(ctx.t(f"`FlashAttention` has no `{name}` method", f"`FlashAttention` 没有 `{name}` 方法"))
         found = unfinished_todos(ast.get_source_segment(program, methods[name]) or "")
         if found:
             number, hint = found[0]
-            ctx.fail(f"TODO {number} in `FlashAttention.{name}` is not done ({hint})")
+            ctx.fail(ctx.t(f"TODO {number} in `FlashAttention.{name}` is not done ({hint})",
+                           f"`FlashAttention.{name}` 中的 TODO {number} 还没有完成（{hint}）"))
 
 
 def _qkv(ctx, B, H, N, D, dtype, layout="bhnd"):
@@ -120,8 +122,10 @@ def _tensors(ctx, value, count, what):
     """`value` as a list of `count` tensors, or a failure that says what came back instead."""
     if not isinstance(value, (list, tuple)) or len(value) != count or \
             not all(isinstance(t, torch.Tensor) for t in value):
-        kind = type(value).__name__ + (f" of {len(value)}" if isinstance(value, (list, tuple)) else "")
-        ctx.fail(f"{what} must return {count} tensors, got a {kind}")
+        kind = type(value).__name__ + (ctx.t(f" of {len(value)}", f"（{len(value)} 个元素）")
+                                       if isinstance(value, (list, tuple)) else "")
+        ctx.fail(ctx.t(f"{what} must return {count} tensors, got a {kind}",
+                       f"{what} 必须返回 {count} 个张量，实际得到的是 {kind}"))
     return list(value)
 
 
@@ -133,16 +137,22 @@ def _forward(ctx, q, k, v, causal, sm_scale=None, label="", check_lse=False):
     o, lse = _tensors(ctx, ctx.call("attention_forward", q, k, v, causal, scale), 2, "attention_forward")
     exact, exact_lse, _ = _attention(q, k, v, causal, scale, torch.float64)
     same, _, _ = _attention(q, k, v, causal, scale, q.dtype)
-    what = f"attention_forward(q, k, v, causal={causal}, sm_scale={scale:.4g}) for shape {(B, H, N, D)}, {q.dtype}{label}"
-    ctx.expect_close(o, exact, same_precision=same, floor=_floor(ctx, q.dtype, exact), what=f"output of {what}")
+    what = ctx.t(f"attention_forward(q, k, v, causal={causal}, sm_scale={scale:.4g}) for shape {(B, H, N, D)}, "
+                 f"{q.dtype}{label}",
+                 f"attention_forward(q, k, v, causal={causal}, sm_scale={scale:.4g})，形状 {(B, H, N, D)}，"
+                 f"{q.dtype}{label}")
+    ctx.expect_close(o, exact, same_precision=same, floor=_floor(ctx, q.dtype, exact),
+                     what=ctx.t(f"output of {what}", f"{what} 的输出"))
     if check_lse:
         floor = (1e-4 if q.dtype == F32 else 1e-3) * max(1.0, exact_lse.abs().max().item())
         ctx.expect_close(lse, exact_lse.float(), floor=floor,
-                         what=f"log-sum-exp of {what} (TODO 5: base 2, m_i + log2(l_i), float32)")
+                         what=ctx.t(f"log-sum-exp of {what} (TODO 5: base 2, m_i + log2(l_i), float32)",
+                                    f"{what} 的 log-sum-exp（TODO 5：以 2 为底，m_i + log2(l_i)，float32）"))
 
 
 @lesson.check(2, "forward: online softmax in base 2 and the saved log-sum-exp (lengths that fill the blocks)",
-              needs=FWD_NEEDS, kernels=FWD_KERNELS)
+              needs=FWD_NEEDS, kernels=FWD_KERNELS,
+              zh="前向：以 2 为底的在线 softmax 和保存的 log-sum-exp（长度恰好填满各个块）")
 def forward(ctx):
     cases = ctx.pick(
         gpu=[((2, 3, 128, 32), F16, "bhnd", None), ((2, 4, 1024, 64), F16, "bnhd", None),
@@ -152,11 +162,13 @@ def forward(ctx):
                      ((1, 1, 96, 16), F32, "bhnd", 0.3)])
     for shape, dtype, layout, sm_scale in cases:
         q, k, v = _qkv(ctx, *shape, dtype, layout)
-        _forward(ctx, q, k, v, False, sm_scale, label=", strided view" if layout == "bnhd" else "", check_lse=True)
+        label = ctx.t(", strided view", "，带 stride 的视图") if layout == "bnhd" else ""
+        _forward(ctx, q, k, v, False, sm_scale, label=label, check_lse=True)
 
 
 @lesson.check(1, "forward with lengths that are not multiples of the blocks (N = 1, 17, …)", needs=FWD_NEEDS,
-              kernels=FWD_KERNELS)
+              kernels=FWD_KERNELS,
+              zh="长度不是块大小整数倍时的前向（N = 1、17、……）")
 def forward_ragged(ctx):
     shapes = ctx.pick(gpu=[(1, 2, 1, 64), (2, 3, 17, 32), (2, 4, 1000, 64), (1, 2, 1000, 128), (1, 3, 333, 80),
                            (1, 2, 191, 64), (2, 2, 2047, 64)],
@@ -167,7 +179,8 @@ def forward_ragged(ctx):
 
 
 @lesson.check(2, "causal forward: two stages, every length residue the bounds depend on", needs=FWD_NEEDS,
-              kernels=FWD_KERNELS)
+              kernels=FWD_KERNELS,
+              zh="因果前向：两个阶段，边界所依赖的每一种长度余数")
 def forward_causal(ctx):
     shapes = ctx.pick(gpu=CAUSAL_GPU,
                       interpreter=[(1, 2 if n < 64 else 1, n, 16 if n > 100 else 32) for n in CAUSAL_N_INTERPRETER])
@@ -177,7 +190,8 @@ def forward_causal(ctx):
 
 
 @lesson.check(1, "forward output in the input's dtype and precision (fp16; bf16 and fp32 on a GPU)", needs=FWD_NEEDS,
-              kernels=FWD_KERNELS)
+              kernels=FWD_KERNELS,
+              zh="前向输出的 dtype 和精度与输入一致（fp16；有 GPU 时还有 bf16 和 fp32）")
 def forward_dtypes(ctx):
     cases = ctx.pick(gpu=[((2, 2, 1024, 64), BF16), ((1, 2, 768, 128), BF16), ((1, 2, 512, 64), F32),
                           ((1, 1, 128, 80), F32)],
@@ -190,6 +204,8 @@ def forward_dtypes(ctx):
 # ── the backward, through attention_backward ────────────────────────────────────────────────────────
 BACKWARD_PARTS = {"dk": "dK (`_attn_bwd_dkdv`, TODOs 7–9)", "dv": "dV (`_attn_bwd_dkdv`, TODOs 7–8)",
                   "dq": "dQ (`_attn_bwd_dq`, TODOs 10–12)"}
+BACKWARD_PARTS_ZH = {"dk": "dK（`_attn_bwd_dkdv`，TODO 7–9）", "dv": "dV（`_attn_bwd_dkdv`，TODO 7–8）",
+                     "dq": "dQ（`_attn_bwd_dq`，TODO 10–12）"}
 
 
 def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
@@ -202,8 +218,10 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
     _, _, same = _attention(q, k, v, causal, scale, q.dtype, dout)
     grads = _tensors(ctx, ctx.call("attention_backward", dout, q, k, v, o.to(q.dtype), lse.float(), causal, scale),
                      3, "attention_backward")
-    what = (f"attention_backward(do, q, k, v, o, lse, causal={causal}, sm_scale={scale:.4g}) for shape "
-            f"{(B, H, N, D)}, {q.dtype}{label} (o and lse exact, as a correct forward saves them)")
+    what = ctx.t(f"attention_backward(do, q, k, v, o, lse, causal={causal}, sm_scale={scale:.4g}) for shape "
+                 f"{(B, H, N, D)}, {q.dtype}{label} (o and lse exact, as a correct forward saves them)",
+                 f"attention_backward(do, q, k, v, o, lse, causal={causal}, sm_scale={scale:.4g})，形状 "
+                 f"{(B, H, N, D)}，{q.dtype}{label}（o 和 lse 是精确值，和正确的前向保存的一样）")
     verdicts = {}
     for name, g, e, s in zip(("dq", "dk", "dv"), grads, exact, same):
         try:
@@ -215,9 +233,12 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
     if wrong:
         def summary(name, g, e):
             if verdicts[name]:
-                return f"{BACKWARD_PARTS[name]} is wrong: {verdicts[name]}"
-            return f"{name} is right (max error {(g.double() - e).abs().max().item():.2g})"
-        ctx.fail(f"{what}:\n" + "\n".join(summary(n, g, e) for n, g, e in zip(("dq", "dk", "dv"), grads, exact)))
+                return ctx.t(f"{BACKWARD_PARTS[name]} is wrong: {verdicts[name]}",
+                             f"{BACKWARD_PARTS_ZH[name]} 不对：{verdicts[name]}")
+            error = (g.double() - e).abs().max().item()
+            return ctx.t(f"{name} is right (max error {error:.2g})", f"{name} 正确（最大误差 {error:.2g}）")
+        ctx.fail(ctx.t(f"{what}:\n", f"{what}：\n")
+                 + "\n".join(summary(n, g, e) for n, g, e in zip(("dq", "dk", "dv"), grads, exact)))
 
 
 def _backward_cases(ctx):
@@ -227,7 +248,8 @@ def _backward_cases(ctx):
 
 
 @lesson.check(2, "dK and dV (attention_backward, lengths that fill the blocks, no mask)", needs=BWD_NEEDS,
-              kernels=BWD_KERNELS)
+              kernels=BWD_KERNELS,
+              zh="dK 和 dV（attention_backward，长度恰好填满各个块，不加掩码）")
 def backward_dkdv(ctx):
     for shape, dtype, sm_scale in _backward_cases(ctx):
         q, k, v = _qkv(ctx, *shape, dtype)
@@ -236,7 +258,8 @@ def backward_dkdv(ctx):
 
 
 @lesson.check(2, "dQ (attention_backward, lengths that fill the blocks, no mask)", needs=BWD_NEEDS,
-              kernels=BWD_KERNELS)
+              kernels=BWD_KERNELS,
+              zh="dQ（attention_backward，长度恰好填满各个块，不加掩码）")
 def backward_dq(ctx):
     for shape, dtype, sm_scale in _backward_cases(ctx):
         q, k, v = _qkv(ctx, *shape, dtype)
@@ -244,7 +267,8 @@ def backward_dq(ctx):
 
 
 @lesson.check(1, "gradients with lengths that are not multiples of the blocks (N = 1, 17, …)", needs=BWD_NEEDS,
-              kernels=BWD_KERNELS)
+              kernels=BWD_KERNELS,
+              zh="长度不是块大小整数倍时的梯度（N = 1、17、……）")
 def backward_ragged(ctx):
     shapes = ctx.pick(gpu=[(1, 1, 1, 64), (2, 3, 17, 32), (2, 4, 1000, 64), (1, 2, 1000, 128), (1, 3, 333, 80),
                            (1, 2, 191, 64)],
@@ -255,7 +279,8 @@ def backward_ragged(ctx):
 
 
 @lesson.check(2, "causal gradients: the three stages of dK/dV and dQ's two, every length residue", needs=BWD_NEEDS,
-              kernels=BWD_KERNELS)
+              kernels=BWD_KERNELS,
+              zh="因果梯度：dK/dV 的三个阶段和 dQ 的两个阶段，每一种长度余数")
 def backward_causal(ctx):
     shapes = ctx.pick(gpu=CAUSAL_GPU,
                       interpreter=[(1, 2 if n < 64 else 1, n, 16 if n > 100 else 32) for n in CAUSAL_N_INTERPRETER])
@@ -265,7 +290,8 @@ def backward_causal(ctx):
 
 
 @lesson.check(1, "gradients in the input's dtype and precision (fp16; bf16 and fp32 on a GPU)", needs=BWD_NEEDS,
-              kernels=BWD_KERNELS)
+              kernels=BWD_KERNELS,
+              zh="梯度的 dtype 和精度与输入一致（fp16；有 GPU 时还有 bf16 和 fp32）")
 def backward_dtypes(ctx):
     cases = ctx.pick(gpu=[((2, 4, 1024, 64), BF16), ((1, 2, 768, 128), BF16), ((1, 2, 1024, 32), BF16),
                           ((1, 2, 256, 64), F32)],
@@ -291,13 +317,19 @@ def _no_nan(ctx, what, tensors, where):
     for name, t in tensors:
         if isinstance(t, torch.Tensor) and t.is_floating_point() and torch.isnan(t).any():
             first = tuple(int(i) for i in torch.isnan(t).nonzero()[0])
-            ctx.fail(f"{name} of {what} holds {int(torch.isnan(t).sum())} NaN value(s), first at index {first} "
-                     f"(shape {tuple(t.shape)}): NaN comes from a load past the end of a row or of a tensor without a "
-                     f"mask (the checks put NaN around every input), a 0/0, or an element never written. {where}")
+            count = int(torch.isnan(t).sum())
+            ctx.fail(ctx.t(f"{name} of {what} holds {count} NaN value(s), first at index {first} "
+                           f"(shape {tuple(t.shape)}): NaN comes from a load past the end of a row or of a tensor "
+                           f"without a mask (the checks put NaN around every input), a 0/0, or an element never "
+                           f"written. {where}",
+                           f"{what} 的 {name} 有 {count} 个 NaN，第一个在下标 {first}（形状 {tuple(t.shape)}）："
+                           f"NaN 来自没有掩码、越过一行末尾或张量末尾的载入（检查会在每个输入周围放上 NaN）、0/0，"
+                           f"或者从未写入的元素。{where}"))
 
 
 @lesson.check(1, "autograd: flash_attention gives what attention_forward and attention_backward give (TODOs 13, 14)",
-              needs=ALL_NEEDS)
+              needs=ALL_NEEDS,
+              zh="autograd：flash_attention 给出的结果与 attention_forward 和 attention_backward 相同（TODO 13、14）")
 def autograd(ctx):
     cases = ctx.pick(gpu=[((2, 4, 1024, 64), F16, False, 0.3), ((1, 2, 512, 64), F16, True, None)],
                      interpreter=[((1, 2, 64, 16), F32, False, 0.3), ((1, 1, 64, 16), F32, True, None)])
@@ -306,36 +338,54 @@ def autograd(ctx):
         dout = ctx.randn(B, N, H, D, dtype=dtype).transpose(1, 2)  # autograd may hand the backward a strided dO
         scale = _scale(D, sm_scale)
         out, grads = _run(ctx, q, k, v, causal, sm_scale, dout=dout)
-        what = f"flash_attention(q, k, v, causal={causal}, sm_scale={sm_scale}) for shape {(B, H, N, D)}, {dtype}"
+        what = ctx.t(f"flash_attention(q, k, v, causal={causal}, sm_scale={sm_scale}) for shape {(B, H, N, D)}, "
+                     f"{dtype}",
+                     f"flash_attention(q, k, v, causal={causal}, sm_scale={sm_scale})，形状 {(B, H, N, D)}，{dtype}")
         if grads is None or len(grads) < 3 or any(not isinstance(g, torch.Tensor) for g in grads[:3]):
-            ctx.fail(f"{what}: autograd got no gradient for q, k or v: FlashAttention.backward (TODO 14) must return "
-                     "dq, dk, dv, None, None (one gradient per input of forward)")
+            ctx.fail(ctx.t(f"{what}: autograd got no gradient for q, k or v: FlashAttention.backward (TODO 14) must "
+                           "return dq, dk, dv, None, None (one gradient per input of forward)",
+                           f"{what}：autograd 没有得到 q、k 或 v 的梯度：FlashAttention.backward（TODO 14）必须返回 "
+                           "dq, dk, dv, None, None（forward 的每个输入对应一个梯度）"))
         o, lse = _tensors(ctx, ctx.call("attention_forward", q, k, v, causal, scale), 2, "attention_forward")
         own = _tensors(ctx, ctx.call("attention_backward", dout, q, k, v, o, lse, causal, scale), 3,
                        "attention_backward")
-        _no_nan(ctx, f"attention_forward/attention_backward for shape {(B, H, N, D)}, causal={causal}",
+        _no_nan(ctx, ctx.t(f"attention_forward/attention_backward for shape {(B, H, N, D)}, causal={causal}",
+                           f"attention_forward/attention_backward（形状 {(B, H, N, D)}，causal={causal}）"),
                 [("o", o), ("lse", lse)] + list(zip(("dq", "dk", "dv"), own)),
-                "Fix the kernels first: the checks named forward and backward_* say which.")
+                ctx.t("Fix the kernels first: the checks named forward and backward_* say which.",
+                      "先把 kernel 修好：名为 forward 和 backward_* 的检查会告诉你是哪一个。"))
         ctx.expect_close(out, o.double(), floor=_floor(ctx, dtype, o.double()),
-                         what=f"output of {what}, against attention_forward(q, k, v, causal={causal}, "
-                              f"sm_scale={scale:.4g}) (TODO 13: FlashAttention.forward runs attention_forward)")
+                         what=ctx.t(f"output of {what}, against attention_forward(q, k, v, causal={causal}, "
+                                    f"sm_scale={scale:.4g}) (TODO 13: FlashAttention.forward runs attention_forward)",
+                                    f"{what} 的输出，与 attention_forward(q, k, v, causal={causal}, "
+                                    f"sm_scale={scale:.4g}) 对比（TODO 13：FlashAttention.forward 要运行 "
+                                    "attention_forward）"))
         for name, g, e in zip(("dq", "dk", "dv"), grads, own):
             ctx.expect_close(g, e.double(), floor=_floor(ctx, dtype, e.double()),
-                             what=f"{name} of {what}, against attention_backward on the same inputs (TODO 14: "
-                                  "FlashAttention.backward returns dq, dk, dv, None, None from attention_backward "
-                                  "with the causal and sm_scale that forward was given)")
+                             what=ctx.t(f"{name} of {what}, against attention_backward on the same inputs (TODO 14: "
+                                        "FlashAttention.backward returns dq, dk, dv, None, None from "
+                                        "attention_backward with the causal and sm_scale that forward was given)",
+                                        f"{what} 的 {name}，与相同输入上的 attention_backward 对比（TODO 14："
+                                        "FlashAttention.backward 要用 forward 收到的 causal 和 sm_scale 调用 "
+                                        "attention_backward，返回 dq, dk, dv, None, None）"))
 
 
-@lesson.check(1, "two backward runs give bit-identical gradients (no atomics)", needs=ALL_NEEDS)
+@lesson.check(1, "two backward runs give bit-identical gradients (no atomics)", needs=ALL_NEEDS,
+              zh="两次反向运行给出逐位相同的梯度（不用原子操作）")
 def deterministic(ctx):
     atomics = [line.strip() for line in ctx.program.splitlines() if "atomic_" in line and not line.strip().startswith("#")]
     if atomics:
-        ctx.fail(f"your kernels use atomics (`{atomics[0][:80]}`): atomic additions land in a different order on every "
-                 "run, so gradients differ in their last bits; write each gradient from exactly one program")
+        ctx.fail(ctx.t(f"your kernels use atomics (`{atomics[0][:80]}`): atomic additions land in a different order on "
+                       "every run, so gradients differ in their last bits; write each gradient from exactly one "
+                       "program",
+                       f"你的 kernel 用了原子操作（`{atomics[0][:80]}`）：每次运行时原子加法的先后顺序都不同，所以梯度的"
+                       "最后几位会不一样；每个梯度元素应当只由一个 program 写出"))
     cases = ctx.pick(gpu=[((2, 8, 1024, 64), F16), ((1, 4, 2048, 128), BF16), ((2, 4, 768, 64), F16)],
                      interpreter=[((1, 2, 64, 32), F16), ((1, 2, 64, 16), F32)])
-    look = ("Look at the loads of the backward kernel that computes it (`_attn_bwd_dq` for dq, `_attn_bwd_dkdv` for "
-            "dk and dv) and at the forward's log-sum-exp.")
+    look = ctx.t("Look at the loads of the backward kernel that computes it (`_attn_bwd_dq` for dq, `_attn_bwd_dkdv` "
+                 "for dk and dv) and at the forward's log-sum-exp.",
+                 "检查算出它的那个反向 kernel 里的载入（dq 看 `_attn_bwd_dq`，dk 和 dv 看 `_attn_bwd_dkdv`），"
+                 "以及前向的 log-sum-exp。")
     for shape, dtype in cases:
         q, k, v = _qkv(ctx, *shape, dtype)
         dout = ctx.randn(*shape, dtype=dtype)
@@ -343,17 +393,21 @@ def deterministic(ctx):
         _, second = _run(ctx, q, k, v, False, dout=dout)
         for name, a, b in zip(("dq", "dk", "dv"), first or [None] * 3, second or [None] * 3):
             if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
-                ctx.fail(f"the backward returned no {name}")
-            _no_nan(ctx, f"flash_attention's backward (shape {shape}, {dtype}, not causal)",
-                    [(name, a), (f"{name} (second run)", b)], look)
+                ctx.fail(ctx.t(f"the backward returned no {name}", f"反向没有返回 {name}"))
+            _no_nan(ctx, ctx.t(f"flash_attention's backward (shape {shape}, {dtype}, not causal)",
+                               f"flash_attention 的反向（形状 {shape}，{dtype}，非因果）"),
+                    [(name, a), (ctx.t(f"{name} (second run)", f"{name}（第二次运行）"), b)], look)
             if a.shape != b.shape or not torch.equal(_bits(a), _bits(b)):
                 diff = (a.double() - b.double()).abs()
-                ctx.fail(f"{name} differs between two identical backward runs (shape {shape}, {dtype}, not causal):"
-                         f" {int((diff > 0).sum())} values, max difference {diff.max().item():.3g}")
+                ctx.fail(ctx.t(f"{name} differs between two identical backward runs (shape {shape}, {dtype}, not "
+                               f"causal): {int((diff > 0).sum())} values, max difference {diff.max().item():.3g}",
+                               f"{name} 在两次相同的反向运行之间不一致（形状 {shape}，{dtype}，非因果）："
+                               f"{int((diff > 0).sum())} 个值不同，最大差值 {diff.max().item():.3g}"))
 
 
 @lesson.check(1, "flash_attention runs the four kernels and no PyTorch attention, forward and backward",
-              needs=ALL_NEEDS)
+              needs=ALL_NEEDS,
+              zh="flash_attention 在前向和反向中运行四个 kernel，不调用 PyTorch 的注意力")
 def anti_cheat(ctx):
     B, H, N, D = ctx.pick(gpu=(2, 4, 1024, 64), interpreter=(1, 2, 64, 16))
     dtype = ctx.pick(gpu=F16, interpreter=F32)
@@ -363,8 +417,10 @@ def anti_cheat(ctx):
         shape = tuple(ctx.last_info["largest_shape"])
         # (the interpreter copies tensors as flat byte arrays, hence the shape test rather than a size limit)
         if len(shape) >= 2 and shape[-2:] == (N, N):
-            ctx.fail(f"the forward of flash_attention created a tensor of shape {shape}: an N×N score matrix; "
-                     "FlashAttention never materialises one")
+            ctx.fail(ctx.t(f"the forward of flash_attention created a tensor of shape {shape}: an N×N score matrix; "
+                           "FlashAttention never materialises one",
+                           f"flash_attention 的前向创建了一个形状为 {shape} 的张量：一个 N×N 的分数矩阵；"
+                           "FlashAttention 从来不把它完整地存下来"))
 
 
 SLOWDOWN_ALLOWED = 2.0       # the student's time at most this × the reference's (each of fwd, fwd+bwd, causal)
@@ -372,7 +428,8 @@ CAUSAL_SHARE_ALLOWED = 0.75  # the causal forward at most this × the full one (
 
 
 @lesson.check(1, "speed against the reference solution; causal faster than full", needs=ALL_NEEDS, modes=("gpu",),
-              timeout=600)
+              timeout=600,
+              zh="与参考实现比速度；因果比全注意力快")
 def speed(ctx):
     ctx.load_reference()
     B, H, N, D = 4, 16, 4096, 64
@@ -383,16 +440,21 @@ def speed(ctx):
             student, reference = ctx.bench_against_reference("flash_attention", q, k, v, causal=causal,
                                                               backward=backward, slowdown_allowed=SLOWDOWN_ALLOWED)
             part = f"{'fwd+bwd' if backward else 'fwd'}{' causal' if causal else ''}"
-            report.append(f"{part}: {student:.2f} ms vs reference {reference:.2f} ms")
+            report.append(ctx.t(f"{part}: {student:.2f} ms vs reference {reference:.2f} ms",
+                                f"{part}：{student:.2f} ms，参考实现 {reference:.2f} ms"))
             if student > SLOWDOWN_ALLOWED * reference:
-                problems.append(f"{part} takes {student / reference:.1f}× the reference's time "
-                                f"(allowed: {SLOWDOWN_ALLOWED:g}×)")
+                problems.append(ctx.t(f"{part} takes {student / reference:.1f}× the reference's time "
+                                      f"(allowed: {SLOWDOWN_ALLOWED:g}×)",
+                                      f"{part} 的用时是参考实现的 {student / reference:.1f} 倍"
+                                      f"（允许：{SLOWDOWN_ALLOWED:g} 倍）"))
     causal_fwd, full_fwd = ctx.best_times(lambda: ctx.bench("flash_attention", q, k, v, causal=True),
                                           lambda: ctx.bench("flash_attention", q, k, v, causal=False),
                                           within=CAUSAL_SHARE_ALLOWED)
     if causal_fwd > CAUSAL_SHARE_ALLOWED * full_fwd:
-        problems.append(f"the causal forward takes {causal_fwd / full_fwd:.2f}× the time of the "
-                        "full one: blocks past the diagonal should be skipped (about 0.5×)")
+        problems.append(ctx.t(f"the causal forward takes {causal_fwd / full_fwd:.2f}× the time of the "
+                              "full one: blocks past the diagonal should be skipped (about 0.5×)",
+                              f"因果前向的用时是全注意力的 {causal_fwd / full_fwd:.2f} 倍：对角线之后的块应当跳过"
+                              "（约 0.5 倍）"))
     summary = f"B={B}, H={H}, N={N}, d={D}, fp16: " + "; ".join(report)
     if problems:
         ctx.fail("; ".join(problems) + f" ({summary})")
@@ -404,9 +466,12 @@ def _aot(ctx, kernel, signature, constexprs, **options):
     try:
         return ctx.aot(kernel, signature, constexprs, **options)
     except CheckFailed as failure:
-        ctx.fail(f"`{kernel}` does not compile for a GPU ({constexprs}): {failure}\nIf the caret (^) points at a call "
-                 "of a helper such as `_attn_fwd_inner`, the error is inside that helper; a common cause is a tl.dot "
-                 "whose operands have different dtypes (convert p or ds to the input dtype first)")
+        ctx.fail(ctx.t(f"`{kernel}` does not compile for a GPU ({constexprs}): {failure}\nIf the caret (^) points at a "
+                       "call of a helper such as `_attn_fwd_inner`, the error is inside that helper; a common cause is "
+                       "a tl.dot whose operands have different dtypes (convert p or ds to the input dtype first)",
+                       f"`{kernel}` 无法为 GPU 编译（{constexprs}）：{failure}\n如果脱字符（^）指向的是对某个辅助函数"
+                       "（例如 `_attn_fwd_inner`）的调用，错误就在那个辅助函数里面；常见的原因是 tl.dot 的两个操作数 "
+                       "dtype 不同（先把 p 或 ds 转换成输入的 dtype）"))
 
 
 def _signature(kernel, dtype):
@@ -432,7 +497,8 @@ def _signature(kernel, dtype):
 
 
 @lesson.check(1, "kernels compile for sm_80 and sm_90 GPUs (fp16, bf16)", needs=FWD_NEEDS + BWD_NEEDS,
-              modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=400)
+              modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=400,
+              zh="kernel 能为 sm_80 和 sm_90 GPU 编译（fp16、bf16）")
 def compiles(ctx):
     shared = []
     # (kernel, dtype, head dim, causal, (BLOCK_M, BLOCK_N, num_warps, num_stages)): the Hopper table's configs
@@ -446,4 +512,5 @@ def compiles(ctx):
         shared.append(f"{kernel} {dtype} d={d}: {got[90] // 1024} KB")
     _aot(ctx, "_attn_bwd_preprocess", _signature("_attn_bwd_preprocess", "bf16"),
          {"HEAD_DIM": 80, "BLOCK_D": 128, "BLOCK_M": 128})
-    return "shared memory on sm_90 (without the pipelining buffers): " + ", ".join(shared)
+    return ctx.t("shared memory on sm_90 (without the pipelining buffers): ",
+                 "sm_90 上的共享内存（不含流水线缓冲区）：") + ", ".join(shared)
