@@ -6,6 +6,7 @@ function (`ctx.call`), and judges the raw outputs here, in a process that never 
 """
 import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -51,7 +52,7 @@ class Worker:
     sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
     (grader/wire.py): nothing the worker sends is unpickled or executed here."""
 
-    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en"):
+    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None):
         self.mode, self.language = mode, language
         scratch, logs = Path(scratch), Path(logs)
         logs.mkdir(parents=True, exist_ok=True)
@@ -68,9 +69,16 @@ class Worker:
         if contained:
             argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden), {}
         self.program_path = str(place / "submission.py")
-        self.process = subprocess.Popen(
-            argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env, cwd=scratch, start_new_session=True)  # its own process group, so a hang is killed with its children
+        self.process = None
+        if zygote is not None:  # a fork of a process that has imported torch already (same sandbox, same program)
+            try:
+                self.process = zygote.fork(child, self.log)
+            except ZygoteGone:
+                self.process = None
+        if self.process is None:
+            self.process = subprocess.Popen(
+                argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=scratch, start_new_session=True)  # its own process group: a hang is killed with its children
         child.close()
         self.conn = parent
         try:
@@ -115,10 +123,13 @@ class Worker:
         raise WorkerGone(text("malformed", self.language, op=op))
 
     def kill(self):
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if isinstance(self.process, Forked):
+            self.process.kill_group()
+        else:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.process.wait()
 
     def close(self):
@@ -192,6 +203,133 @@ TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention",
                        "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
                        "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
                        "aten._flash_attention_forward", "aten._efficient_attention_forward")
+
+
+class ZygoteGone(Exception):
+    pass
+
+
+class Zygote:
+    """A sandboxed process that has imported torch and Triton and forks a fresh worker for each check of one
+    submission (worker.py's `zygote`). Each check still runs in a process of its own, with the submission loaded
+    anew, but starts in milliseconds instead of the seconds a new Python spends importing torch: most of the time
+    of a small check in the interpreter. CPU modes only: a GPU worker needs a CUDA context of its own, which a
+    forked process cannot inherit. Where the zygote is gone (killed by a worker, say), workers start as new
+    processes again."""
+
+    def __init__(self, mode, program_text, scratch, logs, hidden=()):
+        scratch, logs = Path(scratch), Path(logs)
+        logs.mkdir(parents=True, exist_ok=True)
+        with _PREPARING:
+            if not (scratch / "submission.py").exists():
+                sandbox.prepare(scratch, program_text)
+        self.lock = threading.Lock()
+        self.log = open(logs / f"zygote-{os.getpid()}-{time.monotonic_ns()}.log", "wb")
+        self.conn, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.contained = contained = sandbox.status(mode)[0]
+        place = sandbox.INSIDE if contained else scratch
+        argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno()), "--zygote"]
+        env = sandbox.environment(mode, place / "home")
+        if contained:
+            argv, env = sandbox.command(argv, scratch, env, gpu=False, hidden=hidden), {}
+        self.process = subprocess.Popen(argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, env=env, cwd=scratch, start_new_session=True)
+        child.close()
+        try:
+            self._receive(timeout=120)  # {"ready": pid}: torch and Triton imported
+        except ZygoteGone:
+            self.close()
+            raise
+
+    def _receive(self, timeout):
+        self.conn.settimeout(timeout)
+        try:
+            message = self.conn.recv(1 << 16)
+        except (OSError, socket.timeout) as error:
+            raise ZygoteGone(str(error))
+        if not message:
+            raise ZygoteGone("the zygote closed its socket")
+        return json.loads(message)
+
+    def ask(self, request, fds=(), timeout=30):
+        with self.lock:
+            try:
+                socket.send_fds(self.conn, [json.dumps(request).encode()], list(fds))
+            except OSError as error:
+                raise ZygoteGone(str(error))
+            return self._receive(timeout)
+
+    def fork(self, channel, log):
+        return Forked(self, self.ask({"op": "fork"}, fds=(channel.fileno(), log.fileno()))["pid"])
+
+    def close(self):
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # the zygote and, with its sandbox, every worker it forked
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+        self.conn.close()
+        self.log.close()
+
+
+class Forked:
+    """The subprocess.Popen-like handle of a worker that a Zygote forked: the zygote signals and reaps it."""
+
+    def __init__(self, zygote, pid):
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def _code(self, timeout):
+        try:
+            return self.zygote.ask({"op": "wait", "pid": self.pid, "timeout": timeout}, timeout=timeout + 30)["code"]
+        except ZygoteGone:
+            return -signal.SIGKILL  # the zygote's sandbox ended, and every process in it with it
+
+    def poll(self):
+        if self.returncode is None:
+            self.returncode = self._code(0)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            self.returncode = self._code(3600 if timeout is None else timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired("worker", timeout)
+        return self.returncode
+
+    def kill_group(self):
+        try:
+            self.zygote.ask({"op": "kill", "pid": self.pid})
+        except ZygoteGone:  # contained, the worker died with the zygote's sandbox; otherwise its pid is ours to kill
+            if not self.zygote.contained:
+                try:
+                    os.killpg(self.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+
+class Zygotes:
+    """The zygotes of one submission's grading, one per worker mode, each started when a check first needs it."""
+
+    def __init__(self, submission, work):
+        self.submission, self.work = submission, work
+        self.lock, self.started = threading.Lock(), {}
+
+    def get(self, mode, program_text):
+        if mode == "gpu":
+            return None
+        with self.lock:
+            if mode not in self.started:
+                try:
+                    self.started[mode] = Zygote(mode, program_text, self.work / "submission", self.work / "logs",
+                                                self.submission.hidden)
+                except (ZygoteGone, OSError):
+                    self.started[mode] = None
+            return self.started[mode]
+
+    def close(self):
+        for zygote in self.started.values():
+            if zygote is not None:
+                zygote.close()
 
 
 def _death(code, contained, language="en"):
@@ -450,13 +588,14 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     needed = runnable if any(c not in runnable for c in wanted) else [c for c in wanted if c in runnable]
     results = {}
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
+    zygotes = Zygotes(submission, work)
 
     def grade(check):
         if timeout:
             check = dataclasses.replace(check, timeout=timeout)
         fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
         seeds = [submission_seed(program, check.id)] + fresh
-        results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress)
+        results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes)
         if log and check in wanted and check in runnable:
             log(results[check.id])
 
@@ -470,6 +609,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
         for check in alone:
             grade(check)
     finally:
+        zygotes.close()
         shutil.rmtree(work, ignore_errors=True)
     failed = [c.id for c in runnable if c.id in results and not results[c.id].passed]
     for check in wanted:
@@ -510,7 +650,7 @@ class Submission:
     language: str = "en"    # the edition it was written in: its messages speak it (grader/editions.py)
 
 
-def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None):
+def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None):
     language = submission.language
 
     def verdict(passed, message, runs=1, failed_runs=None):
@@ -535,8 +675,10 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
     workers = []
 
     def start(program_text, folder):
-        workers.append(Worker("compile" if check.compile_only else mode, program_text, work / folder, work / "logs",
-                              submission.hidden, language))
+        worker_mode = "compile" if check.compile_only else mode
+        zygote = zygotes.get(worker_mode, program_text) if zygotes and folder == "submission" else None
+        workers.append(Worker(worker_mode, program_text, work / folder, work / "logs", submission.hidden, language,
+                              zygote=zygote))
         return workers[-1]
 
     def reference():

@@ -10,7 +10,9 @@ What this process measures about the student's code (kernels launched, forbidden
 tensor, inputs changed in place) is measured in the same process as that code, so code that reaches into this
 process could forge it; grader/README.md says which verdicts rest on these facts and how the judge guards them.
 """
+import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -322,5 +324,78 @@ def _plain(value, depth=0):
     return value
 
 
+def zygote(fd):
+    """`python worker.py FD --zygote`: import torch and Triton once, then fork a fresh worker for each check
+    (grader.harness.Zygote). It never loads student code itself, so every forked worker starts as clean as a new
+    process, without the seconds a new Python spends importing torch. Requests on FD are one JSON message each
+    (a SOCK_SEQPACKET socket); "fork" carries the new worker's socket and log file as file descriptors."""
+    import torch  # noqa: F401  (imported here so that each forked worker has it already)
+    try:
+        import triton.language  # noqa: F401
+        from triton.runtime import interpreter  # noqa: F401
+    except Exception:
+        pass
+    control = socket.socket(fileno=fd)
+    control.send(json.dumps({"ready": os.getpid()}).encode())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
+        except OSError:
+            return
+        if not message:
+            return  # the judge closed the socket
+        request = json.loads(message)
+        if request["op"] == "fork":
+            channel, log = fds
+            pid = os.fork()
+            if pid == 0:  # the worker: its own session, so that a kill reaches whatever it starts
+                code = 0
+                try:
+                    control.close()
+                    os.setsid()
+                    os.dup2(log, 1)
+                    os.dup2(log, 2)
+                    os.close(log)
+                    main(channel)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            os.close(channel)
+            os.close(log)
+            reply = {"pid": pid}
+        elif request["op"] == "kill":
+            try:
+                os.killpg(request["pid"], signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            reply = {}
+        elif request["op"] == "wait":  # the worker's exit code (-N: killed by signal N), or None while it runs
+            reply = {"code": _reap(request["pid"], request["timeout"])}
+        else:
+            reply = {"error": f"unknown request {request['op']!r}"}
+        control.send(json.dumps(reply).encode())
+
+
+def _reap(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return -signal.SIGKILL  # reaped already: it can only have been killed
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    if sys.argv[2:] == ["--zygote"]:
+        zygote(int(sys.argv[1]))
+    else:
+        main(int(sys.argv[1]))

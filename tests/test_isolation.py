@@ -60,3 +60,57 @@ def test_the_static_guard_refuses_a_patch_of_torch_and_says_where(tmp_path, mode
     tests = grade(Mutant("patch", [PATCH], NUMERIC), tmp_path, mode)
     for test in tests.values():
         assert not test.passed and "your code uses a change to `torch` (`torch.allclose`)" in test.message, test.message
+
+
+ZYGOTE_PROGRAM = '''
+import os
+calls = []
+
+def count():
+    calls.append(1)
+    return len(calls)
+
+def hang():
+    while True:
+        pass
+
+def kill_the_zygote():
+    os.kill(os.getppid(), 9)
+'''
+
+
+def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path):
+    """In CPU modes each check's worker is forked from a zygote that imported torch once (harness.Zygote): still a
+    process of its own per check, with the program loaded anew; a hang is killed alone; a worker that kills the
+    zygote costs its own check, and the next check starts a new process instead."""
+    from grader.harness import Worker, WorkerGone, Zygote
+    scratch, logs = tmp_path / "scratch", tmp_path / "logs"
+    zygote = Zygote("interpreter", ZYGOTE_PROGRAM, scratch, logs)
+
+    def worker():
+        w = Worker("interpreter", ZYGOTE_PROGRAM, scratch, logs, zygote=zygote)
+        assert "ok" in w.request("load", {"key": "student", "path": w.program_path}, timeout=60)
+        return w
+
+    def call(w, name, timeout=60):
+        reply = w.request("call", {"name": name, "args": [], "kwargs": {}, "backward": None}, timeout=timeout)
+        return reply["ok"][0]
+
+    try:
+        first, second = worker(), worker()
+        assert type(first.process).__name__ == "Forked" and first.process.pid != second.process.pid
+        assert [call(first, "count"), call(first, "count"), call(second, "count")] == [1, 2, 1]
+        with pytest.raises(WorkerGone, match="timed out after 3 s"):
+            call(first, "hang", timeout=3)
+        assert call(second, "count") == 2
+        third = worker()
+        try:
+            call(third, "kill_the_zygote")
+        except WorkerGone:
+            pass  # it dies with the zygote's sandbox, at once or at its next request
+        fourth = worker()  # the zygote is gone: a new process
+        assert type(fourth.process).__name__ == "Popen" and call(fourth, "count") == 1
+        for w in (first, second, third, fourth):
+            w.close()
+    finally:
+        zygote.close()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from grader import sandbox, wire
-from grader.harness import ROOT, Worker, source_path
+from grader.harness import ROOT, Worker, Zygote, source_path
 
 HOSTILE = textwrap.dedent('''
     import os, socket, sys, pathlib, subprocess
@@ -86,19 +86,27 @@ HOSTILE = textwrap.dedent('''
 ''')
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory, mode):
+@pytest.fixture(scope="module", params=["new process", "forked"])
+def worker(tmp_path_factory, mode, request):
+    """A worker as the judge starts it: a new process, or (CPU modes) forked by a zygote in the same sandbox."""
     contained, why = sandbox.status()
     assert contained, f"the sandbox must work on this machine (CI installs bubblewrap): {why}"
+    if request.param == "forked" and mode == "gpu":
+        pytest.skip("GPU workers are always new processes (a CUDA context cannot cross a fork)")
     folder = tmp_path_factory.mktemp("hostile")
     course = tmp_path_factory.mktemp("course")  # an nbgrader course: gradebook and other students' submissions
     (course / "gradebook.db").write_text("grades")
     (course / "submitted" / "bob").mkdir(parents=True)
     (course / "submitted" / "bob" / "notebook.ipynb").write_text("bob's answers")
-    w = Worker(mode, HOSTILE, folder / "scratch", folder / "logs", hidden=(course,))  # gpu: with the GPU's devices
+    zygote = (Zygote(mode, HOSTILE, folder / "scratch", folder / "logs", hidden=(course,))
+              if request.param == "forked" else None)
+    w = Worker(mode, HOSTILE, folder / "scratch", folder / "logs", hidden=(course,), zygote=zygote)  # gpu: with the GPU
+    assert type(w.process).__name__ == ("Forked" if zygote else "Popen")
     assert "ok" in w.request("load", {"key": "student", "path": w.program_path}, timeout=60)
     yield w, course
     w.close()
+    if zygote:
+        zygote.close()
 
 
 def call(worker, name, *args):
