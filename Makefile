@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sandbox build solutions compat demo autograde test test-gpu bench seeds mutant-seeds class-scale clean
+.PHONY: help setup sandbox build solutions compat demo autograde test test-gpu bench seeds mutant-seeds mutation-score class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
