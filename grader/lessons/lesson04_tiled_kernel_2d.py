@@ -22,6 +22,7 @@ diag = seqlen_k - seqlen_q modulo BLOCK_N, on which the bounds of every Q block 
 BLOCK_M < BLOCK_N the Q blocks' starts add multiples of BLOCK_M, so diag modulo BLOCK_M is enough). On a GPU the
 modulus is 128, a multiple of every block of the notebook's autotuning list too."""
 import math
+import re
 
 import torch
 
@@ -69,10 +70,11 @@ def reference(q, k, v, causal=False, sm_scale=None, rows=None, n_q=None):
     return exact, same
 
 
-def describe(q, k, causal, sm_scale=None, extra=""):
+def describe(ctx, q, k, causal, sm_scale=None, extra=""):
     B, H, n_q, d = q.shape
-    return (f"tiled_attention for B={B}, H={H}, seqlen_q={n_q}, seqlen_k={k.shape[2]}, d={d}, {q.dtype}, "
-            f"causal={causal}" + (f", sm_scale={sm_scale}" if sm_scale is not None else "") + extra)
+    shape = (f"B={B}, H={H}, seqlen_q={n_q}, seqlen_k={k.shape[2]}, d={d}, {q.dtype}, causal={causal}"
+             + (f", sm_scale={sm_scale}" if sm_scale is not None else ""))
+    return ctx.t(f"tiled_attention for {shape}", f"tiled_attention，{shape}") + extra
 
 
 def floor_for(ctx, dtype):
@@ -86,14 +88,17 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None):
     """Call the student's tiled_attention and compare with float64 attention computed here."""
     kwargs = {"causal": causal} if sm_scale is None else {"causal": causal, "sm_scale": sm_scale}
     out = ctx.call("tiled_attention", q, k, v, **kwargs)
-    what = what or describe(q, k, causal, sm_scale)
+    what = what or describe(ctx, q, k, causal, sm_scale)
     B, H, n_q, d = q.shape
     scores = B * H * n_q * k.shape[2]
     biggest_input = max(t.untyped_storage().nbytes() // t.element_size() for t in (q, k, v))
     if scores > 2 * biggest_input + 2 * q.numel() and ctx.last_info["largest_numel"] >= scores:
-        ctx.fail(f"{what}: `tiled_attention` created a tensor of shape {ctx.last_info['largest_shape']} "
-                 f"({ctx.last_info['largest_numel']} elements, at least B·H·seqlen_q·seqlen_k = {scores}): the scores "
-                 "must stay inside your kernel, tile by tile, never in a torch tensor")
+        ctx.fail(ctx.t(f"{what}: `tiled_attention` created a tensor of shape {ctx.last_info['largest_shape']} "
+                       f"({ctx.last_info['largest_numel']} elements, at least B·H·seqlen_q·seqlen_k = {scores}): the "
+                       "scores must stay inside your kernel, tile by tile, never in a torch tensor",
+                       f"{what}：`tiled_attention` 创建了一个形状为 {ctx.last_info['largest_shape']} 的张量"
+                       f"（{ctx.last_info['largest_numel']} 个元素，不少于 B·H·seqlen_q·seqlen_k = {scores}）：分数必须"
+                       "留在你的 kernel 里，一个 tile 一个 tile 地算，绝不能放进 torch 张量"))
     exact, same = reference(q, k, v, causal, sm_scale)
     ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
     return out
@@ -140,7 +145,8 @@ def qkv(ctx, B, H, n_q, n_k, d, dtype=torch.float16):
 
 
 # ── checks ────────────────────────────────────────────────────────────────────────────────────────────
-@lesson.check(2, "non-causal attention, lengths that are multiples of the block", needs=NEEDS, kernels=KERNELS)
+@lesson.check(2, "non-causal attention, lengths that are multiples of the block", needs=NEEDS, kernels=KERNELS,
+              zh="非因果注意力，长度是块大小的整数倍")
 def forward_divisible(ctx):
     for shape, dtype in ctx.pick(
             gpu=[((2, 4, 512, 512, 64), torch.float16), ((2, 2, 1024, 1024, 128), torch.float16),
@@ -150,7 +156,8 @@ def forward_divisible(ctx):
 
 
 @lesson.check(2, "non-causal attention, ragged lengths (not multiples of any block), seqlen_q ≠ seqlen_k, sm_scale",
-              needs=NEEDS, kernels=KERNELS)
+              needs=NEEDS, kernels=KERNELS,
+              zh="非因果注意力，参差的长度（不是任何块大小的整数倍）、seqlen_q ≠ seqlen_k、自定义 sm_scale")
 def forward_ragged(ctx):
     for shape, dtype, scale in ctx.pick(
             gpu=[((2, 3, 1000, 1000, 64), torch.float16, None), ((1, 2, 333, 777, 128), torch.float16, None),
@@ -162,7 +169,8 @@ def forward_ragged(ctx):
 
 
 @lesson.check(1, "head dimensions that are not powers of two (d padded to BLOCK_D and masked)", needs=NEEDS,
-              kernels=KERNELS)
+              kernels=KERNELS,
+              zh="不是 2 的幂的头维度（d 补齐到 BLOCK_D 并加掩码）")
 def head_dim_padded(ctx):
     # Lengths are multiples of every block, so every K block runs in the unmasked stage, the last one included:
     # an unmasked-stage load without the d mask reads past the last key's row into the NaN around the tensor.
@@ -174,7 +182,8 @@ def head_dim_padded(ctx):
 
 
 @lesson.check(1, "non-contiguous inputs: (B, N, H, d) tensors transposed, q, k, v packed in one tensor", needs=NEEDS,
-              kernels=KERNELS)
+              kernels=KERNELS,
+              zh="非连续输入：转置过的 (B, N, H, d) 张量，打包在一个张量里的 q、k、v")
 def strided_inputs(ctx):
     for B, H, n, d, dtype, causal in ctx.pick(
             gpu=[(2, 4, 1024, 64, torch.float16, False), (2, 3, 512, 128, torch.float16, False),
@@ -183,18 +192,22 @@ def strided_inputs(ctx):
         qkv_packed = ctx.randn(B, n, 3, H, d, dtype=dtype)        # a fused projection's output
         q, k, v = (t.transpose(1, 2) for t in qkv_packed.unbind(2))
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
-            q, k, causal, extra=f"; q, k, v = qkv.unbind(2) of a packed (B, N, 3, H, d) tensor, then .transpose(1, 2) "
-                                f"(q strides {q.stride()})"))
+            ctx, q, k, causal, extra=ctx.t(f"; q, k, v = qkv.unbind(2) of a packed (B, N, 3, H, d) tensor, then "
+                                           f".transpose(1, 2) (q strides {q.stride()})",
+                                           f"；q, k, v = 打包的 (B, N, 3, H, d) 张量的 qkv.unbind(2)，再 "
+                                           f".transpose(1, 2)（q 的 stride 为 {q.stride()}）")))
         x = ctx.randn(B, n + 7, H, d, dtype=dtype)               # (B, N, H, d), transposed
         q = x[:, :n].transpose(1, 2)
         k = ctx.randn(B, n + 7, H, d, dtype=dtype)[:, :n].transpose(1, 2)
         v = ctx.randn(B, H, n + 7, d + 8, dtype=dtype)[:, :, :n, :d]  # rows d+8 apart
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
-            q, k, causal, extra=f"; q strides {q.stride()}, k strides {k.stride()}, v strides {v.stride()}"))
+            ctx, q, k, causal, extra=ctx.t(f"; q strides {q.stride()}, k strides {k.stride()}, v strides {v.stride()}",
+                                           f"；q 的 stride 为 {q.stride()}，k 的为 {k.stride()}，v 的为 {v.stride()}")))
 
 
 @lesson.check(2, "causal attention with seqlen_q = seqlen_k (every remainder of N modulo the blocks)", needs=NEEDS,
-              kernels=KERNELS)
+              kernels=KERNELS,
+              zh="seqlen_q = seqlen_k 的因果注意力（N 对块大小取模的每一种余数）")
 def causal(ctx):
     extra = ctx.pick(gpu=[(2, 3, 1000, 1000, 64, torch.float16), (1, 2, 1024, 1024, 128, torch.float16),
                           (2, 2, 64, 64, 32, torch.float16), (1, 1, 3, 3, 64, torch.float16)],
@@ -205,7 +218,9 @@ def causal(ctx):
 
 @lesson.check(1, "causal with seqlen_q ≠ seqlen_k (bottom-right: query i sees keys j ≤ i + seqlen_k − seqlen_q; "
                  "every remainder of the difference modulo the blocks); rows that see no key give 0", needs=NEEDS,
-              kernels=KERNELS)
+              kernels=KERNELS,
+              zh="seqlen_q ≠ seqlen_k 的因果注意力（右下对齐：查询 i 看到键 j ≤ i + seqlen_k − seqlen_q；"
+                 "两者之差对块大小取模的每一种余数）；看不到任何键的行输出 0")
 def causal_unequal_lengths(ctx):
     extra = ctx.pick(gpu=[(1, 2, 300, 700, 64, torch.float16), (1, 2, 700, 300, 64, torch.float16),
                           (2, 2, 1, 1000, 128, torch.float16), (1, 3, 1000, 64, 32, torch.float16)],
@@ -216,15 +231,22 @@ def causal_unequal_lengths(ctx):
         empty = shape[2] - shape[3]
         if empty > 0 and not (out[:, :, :empty].abs() <= 1e-6).all():
             bad = (~(out[:, :, :empty].abs() <= 1e-6)).nonzero()[0].tolist()
-            ctx.fail(f"{describe(q, k, True)}: the first {empty} query rows see no key (bottom-right alignment), so "
-                     f"their output must be 0; at index {tuple(bad)} it is {out[tuple(bad)].item():.4g}"
-                     + (" (NaN: guard the running max -inf - (-inf) and the final 0/0, TODO 5; or a load past the "
-                        "end of a row or of a tensor without a mask)" if torch.isnan(out[tuple(bad)]) else ""))
+            nan = torch.isnan(out[tuple(bad)])
+            ctx.fail(ctx.t(f"{describe(ctx, q, k, True)}: the first {empty} query rows see no key (bottom-right "
+                           f"alignment), so their output must be 0; at index {tuple(bad)} it is "
+                           f"{out[tuple(bad)].item():.4g}"
+                           + (" (NaN: guard the running max -inf - (-inf) and the final 0/0, TODO 5; or a load past "
+                              "the end of a row or of a tensor without a mask)" if nan else ""),
+                           f"{describe(ctx, q, k, True)}：前 {empty} 个查询行看不到任何键（右下对齐），所以它们的输出"
+                           f"必须是 0；但下标 {tuple(bad)} 处是 {out[tuple(bad)].item():.4g}"
+                           + ("（NaN：在 TODO 5 里要防住运行最大值的 -inf - (-inf) 和最后的 0/0；或者是某次没有掩码的"
+                              "加载越过了一行或整个张量的末尾）" if nan else "")))
         exact, same = reference(q, k, v, True)
-        ctx.expect_close(out, exact, same_precision=same, what=describe(q, k, True), floor=floor_for(ctx, dtype))
+        ctx.expect_close(out, exact, same_precision=same, what=describe(ctx, q, k, True), floor=floor_for(ctx, dtype))
 
 
-@lesson.check(1, "causal: the K/V blocks above the diagonal are skipped, never loaded", needs=NEEDS, kernels=KERNELS)
+@lesson.check(1, "causal: the K/V blocks above the diagonal are skipped, never loaded", needs=NEEDS, kernels=KERNELS,
+              zh="因果：对角线上方的 K/V 块被跳过，从不加载")
 def causal_skips_blocks(ctx):
     # Keys from `start` on are NaN. A query row i < start cannot see them, and with any BLOCK_M, BLOCK_N ≤ 512 that
     # divide `start`, its Q block ends at or before `start`, so a kernel that stops at the diagonal never loads them.
@@ -237,20 +259,27 @@ def causal_skips_blocks(ctx):
         v_nan[:, :, start:] = float("nan")
         out = ctx.call("tiled_attention", q, k_nan, v_nan, causal=True)
         got = out[:, :, :start]
-        what = (f"tiled_attention(causal=True) for B={B}, H={H}, seqlen={n}, d={d}, fp16, with k and v set to NaN "
-                f"from key {start} on")
+        what = ctx.t(f"tiled_attention(causal=True) for B={B}, H={H}, seqlen={n}, d={d}, fp16, with k and v set to "
+                     f"NaN from key {start} on",
+                     f"tiled_attention(causal=True)，B={B}, H={H}, seqlen={n}, d={d}, fp16，k 和 v 从键 {start} "
+                     "起设为 NaN")
         if torch.isnan(got).any():
             row = int(torch.isnan(got).nonzero()[0][2])
-            ctx.fail(f"{what}: row {row} came out NaN, but rows before {start} cannot see those keys. Your kernel "
-                     "loads K/V blocks that lie entirely above the diagonal (0·NaN = NaN shows it): the loop over K "
-                     "blocks must stop at the last key the Q block can see (TODO 2), so that causal attention does "
-                     "about half the work")
+            ctx.fail(ctx.t(f"{what}: row {row} came out NaN, but rows before {start} cannot see those keys. Your "
+                           "kernel loads K/V blocks that lie entirely above the diagonal (0·NaN = NaN shows it): the "
+                           "loop over K blocks must stop at the last key the Q block can see (TODO 2), so that causal "
+                           "attention does about half the work",
+                           f"{what}：第 {row} 行的结果是 NaN，可是 {start} 之前的行看不到这些键。你的 kernel 加载了完全"
+                           "位于对角线上方的 K/V 块（0·NaN = NaN 暴露了这一点）：对 K 块的循环必须在这个 Q 块能看到的"
+                           "最后一个键处停下（TODO 2），这样因果注意力才只做大约一半的工作"))
         exact, same = reference(q[:, :, :start], k[:, :, :start], v[:, :, :start], True)
-        ctx.expect_close(got, exact, same_precision=same, what=what + f", rows 0..{start - 1}",
+        ctx.expect_close(got, exact, same_precision=same,
+                         what=what + ctx.t(f", rows 0..{start - 1}", f"，第 0..{start - 1} 行"),
                          floor=floor_for(ctx, q.dtype))
 
 
-@lesson.check(1, "fp32 inputs (fp32 output; TF32 tensor-core error allowed on a GPU)", needs=NEEDS, kernels=KERNELS)
+@lesson.check(1, "fp32 inputs (fp32 output; TF32 tensor-core error allowed on a GPU)", needs=NEEDS, kernels=KERNELS,
+              zh="fp32 输入（fp32 输出；在 GPU 上允许 TF32 张量核心的误差）")
 def fp32_inputs(ctx):
     for shape, causal in ctx.pick(gpu=[((2, 3, 1024, 1024, 64), False), ((2, 2, 512, 512, 128), False),
                                        ((2, 2, 256, 256, 16), False)],
@@ -259,7 +288,8 @@ def fp32_inputs(ctx):
 
 
 @lesson.check(1, "bf16 inputs (GPU only: the interpreter's bf16 tl.dot is broken)", needs=NEEDS, kernels=KERNELS,
-              modes=("gpu",))
+              modes=("gpu",),
+              zh="bf16 输入（仅 GPU：解释器的 bf16 tl.dot 有问题）")
 def bf16_inputs(ctx):
     for shape, causal in [((2, 3, 1000, 1000, 64), False), ((1, 2, 700, 300, 128), True), ((1, 2, 257, 513, 96), True)]:
         expect_attention(ctx, *qkv(ctx, *shape, dtype=torch.bfloat16), causal=causal)
@@ -275,11 +305,14 @@ def _expect_rows(ctx, q, k, v, causal, out, rows_per_head=96):
         exact, same = reference(q[b:b + 1, h:h + 1, rows], k[b:b + 1, h:h + 1], v[b:b + 1, h:h + 1], causal,
                                 rows=rows, n_q=n_q)
         ctx.expect_close(out[b:b + 1, h:h + 1, rows], exact, same_precision=same, floor=floor_for(ctx, q.dtype),
-                         what=describe(q, k, causal, extra=f"; rows {rows.tolist()[:4]}… of batch {b}, head {h}"))
+                         what=describe(ctx, q, k, causal,
+                                       extra=ctx.t(f"; rows {rows.tolist()[:4]}… of batch {b}, head {h}",
+                                                   f"；批次 {b}、头 {h} 的第 {rows.tolist()[:4]}… 行")))
 
 
 @lesson.check(1, "long sequences (4k–8k), causal and not (GPU only)", needs=NEEDS, kernels=KERNELS, modes=("gpu",),
-              timeout=400)
+              timeout=400,
+              zh="长序列（4k–8k），因果与非因果（仅 GPU）")
 def large_shapes(ctx):
     for shape, causal in [((2, 8, 4096, 4096, 64), False), ((2, 8, 4096, 4096, 64), True),
                           ((1, 4, 8191, 8191, 128), True), ((1, 2, 2000, 8000, 128), True)]:
@@ -292,7 +325,8 @@ SPEED_NEEDED = 0.3  # at least this × the reference solution's speed
 
 
 @lesson.check(1, f"speed: at least {SPEED_NEEDED:g}× the reference solution (B=4, H=16, N=4096, d=64, fp16, GPU only)",
-              needs=NEEDS, kernels=KERNELS, modes=("gpu",), timeout=400)
+              needs=NEEDS, kernels=KERNELS, modes=("gpu",), timeout=400,
+              zh=f"速度：至少达到参考实现的 {SPEED_NEEDED:g}×（B=4, H=16, N=4096, d=64, fp16，仅 GPU）")
 def speed(ctx):
     B, H, n, d = 4, 16, 4096, 64
     q, k, v = qkv(ctx, B, H, n, n, d)
@@ -303,12 +337,17 @@ def speed(ctx):
                                                            slowdown_allowed=1 / SPEED_NEEDED)
     flops = 4 * B * H * n * n * d
     ratio = reference_ms / student_ms
-    report = (f"your kernel {student_ms:.3f} ms ({flops / student_ms / 1e9:.0f} TFLOP/s), the reference "
-              f"{reference_ms:.3f} ms ({flops / reference_ms / 1e9:.0f} TFLOP/s): {ratio:.2f}× the reference's speed")
+    report = ctx.t(f"your kernel {student_ms:.3f} ms ({flops / student_ms / 1e9:.0f} TFLOP/s), the reference "
+                   f"{reference_ms:.3f} ms ({flops / reference_ms / 1e9:.0f} TFLOP/s): {ratio:.2f}× the reference's "
+                   "speed",
+                   f"你的 kernel {student_ms:.3f} ms（{flops / student_ms / 1e9:.0f} TFLOP/s），参考实现 "
+                   f"{reference_ms:.3f} ms（{flops / reference_ms / 1e9:.0f} TFLOP/s）：速度是参考实现的 {ratio:.2f}×")
     if ratio < SPEED_NEEDED:
-        ctx.fail(report + f"; at least {SPEED_NEEDED:g}× is needed. Check that the K/V loop has no work it doesn't "
-                 "need (masks only in the last stage), that tl.dot gets fp16 operands (p.to(v.dtype)), and the "
-                 "autotune configs")
+        ctx.fail(report + ctx.t(f"; at least {SPEED_NEEDED:g}× is needed. Check that the K/V loop has no work it "
+                                "doesn't need (masks only in the last stage), that tl.dot gets fp16 operands "
+                                "(p.to(v.dtype)), and the autotune configs",
+                                f"；至少需要 {SPEED_NEEDED:g}×。请检查：K/V 循环里没有多余的工作（掩码只放在最后一个"
+                                "阶段），tl.dot 拿到的是 fp16 操作数（p.to(v.dtype)），以及自动调优的配置"))
     return report
 
 
@@ -319,7 +358,8 @@ KERNEL_ARGS = (["Q", "K", "V", "Out", "qk_scale"]
 
 
 @lesson.check(1, "tiled_attention_kernel compiles for sm_80 and sm_90 GPUs (fp16 and bf16, d = 64 and 80)",
-              needs=NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=300)
+              needs=NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=300,
+              zh="tiled_attention_kernel 能为 sm_80 和 sm_90 GPU 编译（fp16 和 bf16，d = 64 和 80）")
 def compiles(ctx):
     notes = []
     for dtype, head_dim, block_d, causal in (("fp16", 64, 64, True), ("bf16", 80, 128, False)):
@@ -331,9 +371,12 @@ def compiles(ctx):
             ctx.aot("tiled_attention_kernel", signature, constexprs, num_warps=4, num_stages=3)
         except Exception as error:
             text = str(error)
-            if "KeyError" in text or "is not in list" in text:
-                ctx.fail(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
-                         f"{', '.join(KERNEL_ARGS)}: keep the kernel's signature as given)")
+            if re.search(r"KeyError|is\snot\sin\slist", text):  # a parameter name the check passes is missing
+                ctx.fail(ctx.t(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
+                               f"{', '.join(KERNEL_ARGS)}: keep the kernel's signature as given)",
+                               f"{text}\n（这个检查用笔记本里的参数名 {', '.join(KERNEL_ARGS)} 编译 kernel："
+                               "请保持 kernel 的签名不变）"))
             raise
         notes.append(f"{dtype}, d={head_dim}, causal={causal}")
-    return "compiled with a 128×64 tile for sm_80 and sm_90: " + "; ".join(notes)
+    return ctx.t("compiled with a 128×64 tile for sm_80 and sm_90: ", "已用 128×64 的 tile 为 sm_80 和 sm_90 编译：") \
+        + "; ".join(notes)
