@@ -11,6 +11,7 @@ mistake costs the points of the check named for it. Positions of the cache past 
 do unused pages, so that a kernel that reads them shows it (0·NaN = NaN).
 """
 import math
+import re
 
 import torch
 
@@ -108,16 +109,19 @@ def floor_for(ctx, dtype):
     return {F16: 2e-3, BF16: 1.6e-2}[dtype]
 
 
-def describe(q, k, seqlens, block_table=None, num_splits=1, sm_scale=None):
+def describe(ctx, q, k, seqlens, block_table=None, num_splits=1, sm_scale=None):
     B, HQ, MQ, d = q.shape
     lengths = seqlens.tolist()
-    shown = str(lengths) if len(lengths) <= 6 else f"[{lengths[0]}, …, {lengths[-1]}] ({len(lengths)} sequences)"
-    layout = (f"paged cache, page_size={k.shape[1]}, {k.shape[0]} pages" if block_table is not None
-              else f"contiguous cache of capacity {k.shape[2]}")
+    shown = str(lengths) if len(lengths) <= 6 else ctx.t(f"[{lengths[0]}, …, {lengths[-1]}] ({len(lengths)} sequences)",
+                                                         f"[{lengths[0]}, …, {lengths[-1]}]（{len(lengths)} 个序列）")
+    layout = (ctx.t(f"paged cache, page_size={k.shape[1]}, {k.shape[0]} pages",
+                    f"分页缓存，page_size={k.shape[1]}，{k.shape[0]} 页") if block_table is not None
+              else ctx.t(f"contiguous cache of capacity {k.shape[2]}", f"容量为 {k.shape[2]} 的连续缓存"))
     hkv = k.shape[2] if block_table is not None else k.shape[1]
-    return (f"flash_decode(num_splits={num_splits}{'' if sm_scale is None else f', sm_scale={sm_scale}'}) for "
-            f"B={B}, Hq={HQ}, Hkv={hkv}, Mq={MQ}, d={d}, {str(q.dtype).replace('torch.', '')}, cache_seqlens={shown}, "
-            f"{layout}")
+    call = f"flash_decode(num_splits={num_splits}{'' if sm_scale is None else f', sm_scale={sm_scale}'})"
+    dtype = str(q.dtype).replace('torch.', '')
+    return ctx.t(f"{call} for B={B}, Hq={HQ}, Hkv={hkv}, Mq={MQ}, d={d}, {dtype}, cache_seqlens={shown}, {layout}",
+                 f"{call}，B={B}，Hq={HQ}，Hkv={hkv}，Mq={MQ}，d={d}，{dtype}，cache_seqlens={shown}，{layout}")
 
 
 def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scale=None, hint=""):
@@ -129,25 +133,27 @@ def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scal
         kwargs["sm_scale"] = sm_scale
     out = ctx.call("flash_decode", q, k, v, seqlens, **kwargs)
     exact, same = reference(q, k, v, seqlens, block_table, sm_scale)
-    what = describe(q, k, seqlens, block_table, num_splits, sm_scale) + (f" ({hint})" if hint else "")
+    what = describe(ctx, q, k, seqlens, block_table, num_splits, sm_scale) + (ctx.t(f" ({hint})", f"（{hint}）")
+                                                                                if hint else "")
     ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
     return out
 
 
 # ── checks ───────────────────────────────────────────────────────────────────────────────────────────────
 @lesson.check(2, "one new token, Hq = Hkv, equal lengths, one split; a given sm_scale", needs=NEEDS,
-              kernels=DECODE_KERNEL)
+              kernels=DECODE_KERNEL, zh="一个新 token，Hq = Hkv，长度相同，一段；给定的 sm_scale")
 def decode_one_split(ctx):
     for B, H, n, d, dtype, sm_scale in ctx.pick(
             gpu=[(2, 4, 1000, 128, F16, None), (1, 8, 4097, 64, F16, None), (3, 2, 777, 128, F16, 0.3),
                  (1, 4, 513, 128, F32, None)],
             interpreter=[(2, 2, 77, 32, F16, None), (1, 1, 40, 16, F32, 0.3)]):
         expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype), sm_scale=sm_scale,
-                      hint="the basic kernel: TODOs 2, 3, 6 and 7")
+                      hint=ctx.t("the basic kernel: TODOs 2, 3, 6 and 7", "基本的 kernel：TODO 2、3、6 和 7"))
 
 
 @lesson.check(2, "split-KV: num_splits = 2, 7 and 1 give the same result (partials merged by log-sum-exp)",
-              needs=NEEDS, kernels=DECODE_KERNEL)
+              needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="split-KV：num_splits = 2、7 和 1 的结果相同（部分结果按 log-sum-exp 合并）")
 def split_kv(ctx):
     # lengths of 14·32 - 5 and 28·128 - 3 keys: every split gets whole tiles, none is empty (that is empty_splits)
     for B, H, n, d, dtype, splits in ctx.pick(
@@ -156,7 +162,8 @@ def split_kv(ctx):
         inputs = decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype)
         for num_splits in splits:
             expect_decode(ctx, *inputs, num_splits=num_splits,
-                          hint="the chunks of TODO 3, the partials of TODO 6, the merge of TODO 1, the grid of TODO 7")
+                          hint=ctx.t("the chunks of TODO 3, the partials of TODO 6, the merge of TODO 1, the grid "
+                                     "of TODO 7", "TODO 3 的分段、TODO 6 的部分结果、TODO 1 的合并、TODO 7 的 grid"))
 
 
 SPLIT_CASES = [(1, 8, 131072, 132, 64), (1, 8, 4096, 132, 64), (8, 8, 16384, 132, 64), (32, 32, 4096, 132, 64),
@@ -164,7 +171,8 @@ SPLIT_CASES = [(1, 8, 131072, 132, 64), (1, 8, 4096, 132, 64), (8, 8, 16384, 132
                (1, 8, 8192, 132, 128), (64, 8, 2048, 132, 64)]
 
 
-@lesson.check(1, "choose_num_splits fills the SMs with whole, non-empty chunks; num_splits=None", needs=SPLITS_NEEDS)
+@lesson.check(1, "choose_num_splits fills the SMs with whole, non-empty chunks; num_splits=None", needs=SPLITS_NEEDS,
+              zh="choose_num_splits 用整数个 tile、不空的段填满 SM；num_splits=None")
 def choose_splits(ctx):
     for batch, kv_heads, n, sms, block_n in SPLIT_CASES:
         splits = ctx.call("choose_num_splits", batch, kv_heads, n, sms, block_n)
@@ -172,59 +180,75 @@ def choose_splits(ctx):
         what = (f"choose_num_splits(batch={batch}, kv_heads={kv_heads}, max_seqlen={n}, sm_count={sms}, "
                 f"block_n={block_n})")
         if type(splits) is not int or splits < 1:
-            ctx.fail(f"{what} returned {splits!r}: expected an int >= 1 (TODO 9)")
+            ctx.fail(ctx.t(f"{what} returned {splits!r}: expected an int >= 1 (TODO 9)",
+                           f"{what} 返回了 {splits!r}：应为 >= 1 的 int（TODO 9）"))
         if splits > min(tiles, MAX_SPLITS):
-            ctx.fail(f"{what} = {splits}: more splits than the {min(tiles, MAX_SPLITS)} that each get a whole tile "
-                     "(at most n_tiles and MAX_SPLITS, TODO 9)")
+            ctx.fail(ctx.t(f"{what} = {splits}: more splits than the {min(tiles, MAX_SPLITS)} that each get a whole "
+                           "tile (at most n_tiles and MAX_SPLITS, TODO 9)",
+                           f"{what} = {splits}：段数比每段都能分到一个完整 tile 的 {min(tiles, MAX_SPLITS)} 段还多"
+                           "（至多 n_tiles 和 MAX_SPLITS，TODO 9）"))
         if -(-tiles // -(-tiles // splits)) != splits:
-            ctx.fail(f"{what} = {splits}: with {tiles} tiles, cdiv(n_tiles, {splits}) tiles per split leave a split "
-                     "empty; return cdiv(n_tiles, cdiv(n_tiles, splits)) (TODO 9)")
+            ctx.fail(ctx.t(f"{what} = {splits}: with {tiles} tiles, cdiv(n_tiles, {splits}) tiles per split leave a "
+                           "split empty; return cdiv(n_tiles, cdiv(n_tiles, splits)) (TODO 9)",
+                           f"{what} = {splits}：{tiles} 个 tile 时，每段 cdiv(n_tiles, {splits}) 个 tile 会留下一个空段；"
+                           "应返回 cdiv(n_tiles, cdiv(n_tiles, splits))（TODO 9）"))
         if programs * splits < min(sms, programs * min(tiles, MAX_SPLITS)):
-            ctx.fail(f"{what} = {splits}: {programs * splits} programs leave some of the {sms} SMs idle (TODO 9)")
+            ctx.fail(ctx.t(f"{what} = {splits}: {programs * splits} programs leave some of the {sms} SMs idle (TODO 9)",
+                           f"{what} = {splits}：{programs * splits} 个 program 会让 {sms} 个 SM 中的一些闲着（TODO 9）"))
         if splits > 1 and programs * splits > 16 * sms:
-            ctx.fail(f"{what} = {splits}: {programs * splits} programs, more than 16 per SM, for chunks of "
-                     f"{-(-tiles // splits)} tiles: the splits cost more than they bring (TODO 9)")
+            ctx.fail(ctx.t(f"{what} = {splits}: {programs * splits} programs, more than 16 per SM, for chunks of "
+                           f"{-(-tiles // splits)} tiles: the splits cost more than they bring (TODO 9)",
+                           f"{what} = {splits}：{programs * splits} 个 program，每个 SM 超过 16 个，每段只有 "
+                           f"{-(-tiles // splits)} 个 tile：分段的开销比带来的好处还大（TODO 9）"))
     B, HQ, HKV, n, d, dtype = ctx.pick(gpu=(1, 32, 8, 16384, 128, F16), interpreter=(1, 4, 1, 256, 16, F32))
     expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d, dtype), num_splits=None,
-                  hint="num_splits=None asks choose_num_splits")
+                  hint=ctx.t("num_splits=None asks choose_num_splits", "num_splits=None 时由 choose_num_splits 决定"))
     ctx.kernels_launched_from_submission("flash_decode", ctx.last_info, DECODE_KERNEL)
 
 
 @lesson.check(1, "empty chunks (sequences with fewer tiles than num_splits; rows that see none of a chunk's keys) "
-                 "contribute nothing, never NaN", needs=NEEDS, kernels=DECODE_KERNEL)
+                 "contribute nothing, never NaN", needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="空段（tile 数少于 num_splits 的序列；看不到一段里任何键的行）不贡献任何东西，也绝不产生 NaN")
 def empty_splits(ctx):
     lengths, d, splits = ctx.pick(gpu=([1, 17, 1000, 4097], 64, (7, 64)), interpreter=([1, 17, 200], 16, (4, 7)))
     inputs = decode_inputs(ctx, len(lengths), 2, 2, 1, lengths, d)
     for num_splits in splits:
         expect_decode(ctx, *inputs, num_splits=num_splits,
-                      hint="TODO 6: a chunk with no visible key writes o = 0 and lse = -inf, not 0/0")
+                      hint=ctx.t("TODO 6: a chunk with no visible key writes o = 0 and lse = -inf, not 0/0",
+                                 "TODO 6：没有可见键的段写出 o = 0 和 lse = -inf，而不是 0/0"))
     # 8 new tokens, 70 keys: the first rows see keys up to 62, 63, … so the last chunk holds no key they see
     expect_decode(ctx, *decode_inputs(ctx, 1, 2, 2, 8, [70], d), num_splits=ctx.pick(gpu=2, interpreter=3),
-                  hint="TODO 6: rows that see no key of the chunk")
+                  hint=ctx.t("TODO 6: rows that see no key of the chunk", "TODO 6：看不到这一段任何键的行"))
 
 
 @lesson.check(2, "grouped-query attention: Hq / Hkv = 4, 8 and 32 / 1 (query head h reads KV head h // (Hq/Hkv))",
-              needs=NEEDS, kernels=DECODE_KERNEL)
+              needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="分组查询注意力：Hq / Hkv = 4、8 和 32 / 1（查询头 h 读 KV 头 h // (Hq/Hkv)）")
 def gqa(ctx):
     for B, HQ, HKV, n, d in ctx.pick(
             gpu=[(2, 16, 4, 1000, 128), (2, 32, 4, 777, 128), (1, 32, 1, 4097, 64), (2, 8, 2, 300, 64)],
             interpreter=[(1, 8, 2, 50, 16), (1, 16, 2, 40, 16), (1, 32, 1, 40, 16)]):
         expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d),
-                      hint="TODO 2: row r is query head kv_head·GROUP + r // MQ; TODO 7: BLOCK_H and the grid")
+                      hint=ctx.t("TODO 2: row r is query head kv_head·GROUP + r // MQ; TODO 7: BLOCK_H and the grid",
+                                 "TODO 2：第 r 行是查询头 kv_head·GROUP + r // MQ；TODO 7：BLOCK_H 和 grid"))
 
 
 @lesson.check(2, "a cache length per sequence (1, 17, 1000, 4097 in one batch); nothing read past cache_seqlens",
-              needs=NEEDS, kernels=DECODE_KERNEL)
+              needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="每个序列一个缓存长度（一个批里有 1、17、1000、4097）；不读 cache_seqlens 之后的任何东西")
 def ragged_lengths(ctx):
     for lengths, capacity, H, d, dtype in ctx.pick(
             gpu=[([1, 17, 1000, 4097], 4200, 4, 128, F16), ([4097, 1], 4097, 2, 64, F16), ([5, 300, 129], 512, 2, 128, F32)],
             interpreter=[([1, 17, 100, 33], 110, 2, 16, F16), ([33, 1], 40, 1, 16, F32)]):
         expect_decode(ctx, *decode_inputs(ctx, len(lengths), H, H, 1, lengths, d, dtype, capacity=capacity),
-                      hint="each sequence's own cache_seqlens (TODO 3); loads past it must be masked")
+                      hint=ctx.t("each sequence's own cache_seqlens (TODO 3); loads past it must be masked",
+                                 "每个序列自己的 cache_seqlens（TODO 3）；超出它的加载必须加掩码"))
 
 
 @lesson.check(2, "Mq = 3 and 8 new tokens: bottom-right causal (query i sees keys j <= cache_seqlens - Mq + i), "
-                 "every length modulo the tile", needs=NEEDS, kernels=DECODE_KERNEL, timeout=480)
+                 "every length modulo the tile", needs=NEEDS, kernels=DECODE_KERNEL, timeout=480,
+              zh="Mq = 3 和 8 个新 token：右下对齐的因果掩码（查询 i 看到键 j <= cache_seqlens - Mq + i），"
+                 "长度对 tile 取模的每个余数")
 def causal(ctx):
     # One call per residue of the length modulo the tile (32 keys in the interpreter, up to 128 on a GPU), so that the
     # causal boundary falls on every position of a tile, plus a cache that holds only the new tokens.
@@ -232,13 +256,16 @@ def causal(ctx):
     for mq in (3, 8):
         for n in [mq] + [base + mq + r for r in range(block)]:
             expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d),
-                          hint="TODO 4 (mask_start) and TODO 5 (the causal mask)")
+                          hint=ctx.t("TODO 4 (mask_start) and TODO 5 (the causal mask)",
+                                     "TODO 4（mask_start）和 TODO 5（因果掩码）"))
     expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], ctx.pick(gpu=128, interpreter=16)),
-                  hint="with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)")
+                  hint=ctx.t("with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)",
+                             "带 GQA 的行：token = r % MQ（TODO 2），每一行的掩码（TODO 5）"))
 
 
 @lesson.check(2, "a paged cache: page sizes smaller and larger than a tile, shuffled page table with unused pages, "
-                 "lengths ending mid-page", needs=PAGED_NEEDS, kernels=DECODE_KERNEL)
+                 "lengths ending mid-page", needs=PAGED_NEEDS, kernels=DECODE_KERNEL,
+              zh="分页缓存：页比 tile 小和比 tile 大，页表打乱且有未使用的页，长度结束在页中间")
 def paged(ctx):
     for page_size, B, n, d in ctx.pick(gpu=[(16, 3, 1000, 128), (256, 2, 4097, 128), (16, 1, 17, 64)],
                                        interpreter=[(8, 2, 77, 16), (48, 2, 130, 16)]):
@@ -246,27 +273,32 @@ def paged(ctx):
         q, k, v, seqlens = decode_inputs(ctx, B, 2, 2, 1, [n] * B, d, capacity=2 * n)
         k_pages, v_pages, table = to_paged(ctx, k, v, [n] * B, page_size)
         expect_decode(ctx, q, k_pages, v_pages, seqlens, block_table=table,
-                      hint="TODO 8: page block_table[b, key // page_size], row key % page_size, for every key")
+                      hint=ctx.t("TODO 8: page block_table[b, key // page_size], row key % page_size, for every key",
+                                 "TODO 8：对每个键，页 block_table[b, key // page_size]，行 key % page_size"))
         # A copy of the cache gathered through the whole table is larger than the pool. (The interpreter copies
         # every input, the pool included, so only a GPU sees a smaller gather.)
         limit = B * n * 2 * d if ctx.gpu else k_pages.numel() + 1
         if ctx.last_info["largest_numel"] >= limit:
-            ctx.fail(f"{describe(q, k_pages, seqlens, table)}: `flash_decode` created a tensor of shape "
-                     f"{ctx.last_info['largest_shape']}, as large as the cache itself: read the pages through "
-                     "the page table inside the kernel (TODO 8), don't gather them into a contiguous copy")
+            ctx.fail(ctx.t(f"{describe(ctx, q, k_pages, seqlens, table)}: `flash_decode` created a tensor of shape "
+                           f"{ctx.last_info['largest_shape']}, as large as the cache itself: read the pages through "
+                           "the page table inside the kernel (TODO 8), don't gather them into a contiguous copy",
+                           f"{describe(ctx, q, k_pages, seqlens, table)}：`flash_decode` 创建了一个形状为 "
+                           f"{ctx.last_info['largest_shape']} 的张量，和缓存本身一样大：要在 kernel 里通过页表读取各页"
+                           "（TODO 8），不要把它们收集成一个连续的副本"))
 
 
 @lesson.check(1, "head dims 64, 128 and ones that are not a power of two (padded to BLOCK_D and masked)", needs=NEEDS,
-              kernels=DECODE_KERNEL)
+              kernels=DECODE_KERNEL, zh="头维度 64、128 以及不是 2 的幂的头维度（补齐到 BLOCK_D 并加掩码）")
 def head_dims(ctx):
     for d, n, dtype in ctx.pick(gpu=[(64, 1000, F16), (128, 1000, F16), (80, 777, F16), (96, 513, F16)],
                                 interpreter=[(64, 40, F32), (40, 50, F16), (24, 33, F32)]):
         expect_decode(ctx, *decode_inputs(ctx, 2, 2, 2, 1, [n] * 2, d, dtype),
-                      hint="every load and store of the head dim needs d_mask")
+                      hint=ctx.t("every load and store of the head dim needs d_mask",
+                                 "头维度上的每次加载和写入都需要 d_mask"))
 
 
 @lesson.check(1, "fp32 and fp16 inputs; the output has q's dtype (TF32 error allowed on a GPU)", needs=NEEDS,
-              kernels=DECODE_KERNEL)
+              kernels=DECODE_KERNEL, zh="fp32 和 fp16 输入；输出为 q 的 dtype（GPU 上允许 TF32 的误差）")
 def dtypes(ctx):
     for B, H, n, d, dtype in ctx.pick(gpu=[(2, 4, 1000, 128, F32), (1, 2, 513, 64, F16), (1, 2, 300, 80, F32)],
                                       interpreter=[(1, 2, 70, 32, F32), (1, 2, 45, 32, F16)]):
@@ -274,14 +306,15 @@ def dtypes(ctx):
 
 
 @lesson.check(1, "bf16 inputs (GPU only: the interpreter's bf16 tl.dot is broken)", needs=NEEDS, kernels=DECODE_KERNEL,
-              modes=("gpu",))
+              modes=("gpu",), zh="bf16 输入（仅 GPU：解释器里 bf16 的 tl.dot 是坏的）")
 def bf16(ctx):
     for B, H, n, d in [(2, 4, 1000, 128), (1, 2, 4097, 64)]:
         expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, BF16))
 
 
 @lesson.check(1, "flash_decode launches both kernels and computes no attention, softmax or matrix product with "
-                 "PyTorch", needs=NEEDS, kernels=KERNELS)
+                 "PyTorch", needs=NEEDS, kernels=KERNELS,
+              zh="flash_decode 启动了两个 kernel，没有用 PyTorch 计算注意力、softmax 或矩阵乘法")
 def anti_cheat(ctx):
     # 32 query heads on one KV head of d = 16: one score per (query, key) outnumbers the cache's elements, so a score
     # matrix or an expanded cache is the largest tensor created (the interpreter's copies of the inputs are smaller)
@@ -290,16 +323,20 @@ def anti_cheat(ctx):
     expect_decode(ctx, q, k, v, seqlens, num_splits=2)  # both kernels launched, nothing forbidden (ctx.call)
     scores = B * HQ * n
     if ctx.last_info["largest_numel"] >= scores:
-        ctx.fail(f"{describe(q, k, seqlens, num_splits=2)}: `flash_decode` created a tensor of shape "
-                 f"{ctx.last_info['largest_shape']} ({ctx.last_info['largest_numel']} elements, at least one per "
-                 f"(query, key): {scores}): scores and expanded caches must stay inside your kernel")
+        ctx.fail(ctx.t(f"{describe(ctx, q, k, seqlens, num_splits=2)}: `flash_decode` created a tensor of shape "
+                       f"{ctx.last_info['largest_shape']} ({ctx.last_info['largest_numel']} elements, at least one per "
+                       f"(query, key): {scores}): scores and expanded caches must stay inside your kernel",
+                       f"{describe(ctx, q, k, seqlens, num_splits=2)}：`flash_decode` 创建了一个形状为 "
+                       f"{ctx.last_info['largest_shape']} 的张量（{ctx.last_info['largest_numel']} 个元素，不少于每个"
+                       f"（查询, 键）一个：{scores}）：分数和展开后的缓存都必须留在你的 kernel 里面"))
 
 
 SPEED_NEEDED = 0.4  # at least this × the reference solution's speed
 
 
 @lesson.check(1, f"speed: at least {SPEED_NEEDED:g}× the reference solution (B=1, 32k tokens and B=8 paged, GPU only)",
-              needs=PAGED_NEEDS + ("choose_num_splits",), modes=("gpu",), timeout=480)
+              needs=PAGED_NEEDS + ("choose_num_splits",), modes=("gpu",), timeout=480,
+              zh=f"速度：至少为参考实现的 {SPEED_NEEDED:g} 倍（B=1、32k token，以及 B=8 分页缓存，仅 GPU）")
 def speed(ctx):
     HQ, HKV, d = 32, 8, 128
     group = HQ // HKV
@@ -318,19 +355,26 @@ def speed(ctx):
         else:
             exact, same = reference(q[:, :group], k[:, :, :1], v[:, :, :1], seqlens, table)
         ctx.expect_close(out[:, :group], exact, same_precision=same, floor=floor_for(ctx, F16),
-                         what=describe(q, k, seqlens, table, None) + ", query heads of KV head 0")
+                         what=describe(ctx, q, k, seqlens, table, None) + ctx.t(", query heads of KV head 0",
+                                                                                "，KV 头 0 的那些查询头"))
         student, reference_ms = ctx.bench_against_reference("flash_decode", q, k, v, seqlens,
                                                             slowdown_allowed=1 / SPEED_NEEDED, **kwargs)
         gbps = 2 * B * n * HKV * d * 2 / student / 1e6
-        part = f"B={B}, N={n}{', paged ' + str(page_size) if page_size else ''}"
-        reports.append(f"{part}: {student * 1e3:.0f} µs ({gbps:.0f} GB/s) vs reference {reference_ms * 1e3:.0f} µs")
+        paged_note = ctx.t(f", paged {page_size}", f"，分页 {page_size}") if page_size else ""
+        part = f"B={B}, N={n}{paged_note}"
+        reports.append(ctx.t(f"{part}: {student * 1e3:.0f} µs ({gbps:.0f} GB/s) vs reference {reference_ms * 1e3:.0f} µs",
+                             f"{part}：{student * 1e3:.0f} µs（{gbps:.0f} GB/s），参考实现 {reference_ms * 1e3:.0f} µs"))
         if reference_ms / student < SPEED_NEEDED:
-            problems.append(f"{part} runs at {reference_ms / student:.2f}× the reference's speed")
+            problems.append(ctx.t(f"{part} runs at {reference_ms / student:.2f}× the reference's speed",
+                                  f"{part} 的速度是参考实现的 {reference_ms / student:.2f} 倍"))
     summary = "; ".join(reports)
     if problems:
-        ctx.fail("; ".join(problems) + f" (at least {SPEED_NEEDED:g}× is needed: {summary}). A decode step with few "
-                 "sequences needs many programs: are the splits of num_splits=None (TODO 9) in the grid (TODO 7)? Are "
-                 "the K/V tiles loaded once per KV head (TODO 2)?")
+        ctx.fail("; ".join(problems) + ctx.t(
+            f" (at least {SPEED_NEEDED:g}× is needed: {summary}). A decode step with few "
+            "sequences needs many programs: are the splits of num_splits=None (TODO 9) in the grid (TODO 7)? Are "
+            "the K/V tiles loaded once per KV head (TODO 2)?",
+            f"（至少需要 {SPEED_NEEDED:g} 倍：{summary}）。序列很少的解码步需要很多 program：num_splits=None 的段数"
+            "（TODO 9）用在 grid 里了吗（TODO 7）？K/V tile 是不是每个 KV 头只加载一次（TODO 2）？"))
     return summary
 
 
@@ -340,7 +384,8 @@ DECODE_ARGS = (["Q", "K", "V", "Seqlens", "Block_table", "Out_part", "Lse_part",
 
 
 @lesson.check(1, "the kernels compile for sm_80 and sm_90 GPUs (fp16 and bf16, contiguous and paged)",
-              needs=PAGED_NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=400)
+              needs=PAGED_NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True, timeout=400,
+              zh="kernel 能为 sm_80 和 sm_90 GPU 编译（fp16 和 bf16，连续和分页）")
 def compiles(ctx):
     notes = []
     # (dtype, HEAD_DIM, BLOCK_D, BLOCK_H, BLOCK_N, PAGED, PAGE_SIZE, num_warps, num_stages): the H200 table's configs
@@ -356,13 +401,16 @@ def compiles(ctx):
             shared = ctx.aot("flash_decode_kernel", signature, constexprs, num_warps=warps, num_stages=stages)
         except Exception as error:
             text = str(error)
-            if "KeyError" in text or "is not in list" in text:
-                ctx.fail(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
-                         f"{', '.join(DECODE_ARGS)}: keep the kernel's signature as given)")
+            if re.search(r"KeyError|is\snot\sin\slist", text):   # a parameter name the check does not know
+                ctx.fail(ctx.t(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
+                               f"{', '.join(DECODE_ARGS)}: keep the kernel's signature as given)",
+                               f"{text}\n（这个检查用笔记本里的参数名 {', '.join(DECODE_ARGS)} 编译 kernel："
+                               "请保持 kernel 的签名和给出的一样）"))
             raise
-        notes.append(f"flash_decode_kernel {dtype} d={head_dim} {'paged' if paged else 'contiguous'}: "
-                     f"{shared[90] // 1024} KB")
+        layout = ctx.t("paged", "分页") if paged else ctx.t("contiguous", "连续")
+        notes.append(f"flash_decode_kernel {dtype} d={head_dim} {layout}" + ctx.t(": ", "：") + f"{shared[90] // 1024} KB")
     ctx.aot("combine_kernel", {"Out_part": "*fp32", "Lse_part": "*fp32", "Out": "*bf16", "NUM_SPLITS": "i32",
                                "HEAD_DIM": "constexpr", "BLOCK_D": "constexpr", "BLOCK_S": "constexpr"},
             {"HEAD_DIM": 80, "BLOCK_D": 128, "BLOCK_S": 64}, num_warps=4)
-    return "shared memory on sm_90: " + "; ".join(notes) + "; combine_kernel bf16 compiles"
+    return ctx.t("shared memory on sm_90: " + "; ".join(notes) + "; combine_kernel bf16 compiles",
+                 "sm_90 上的共享内存：" + "；".join(notes) + "；combine_kernel bf16 能编译")
