@@ -43,6 +43,10 @@ MUTANTS = [
     Mutant("contiguous_rows",
            [("q.stride(0), k.stride(0), v.stride(0), out.stride(0)", "d, d, d, d")],
            {"strided"}, "assumes rows are d elements apart", passes=ALL - {"strided"}),
+    Mutant("v_rows_at_k_stride",
+           [("V + offs_kn[:, None] * stride_vn", "V + offs_kn[:, None] * stride_kn")],
+           {"strided"}, "the V block is loaded with K's row stride (stride_kn for stride_vn): right only when k and v "
+                        "have the same row stride", passes=ALL - {"strided"}),
     Mutant("loop_one_block_short",
            [("for start_n in range(0, N, BLOCK_N):", "for start_n in range(0, N // BLOCK_N * BLOCK_N, BLOCK_N):")],
            {"ragged_n"}, "the K/V loop stops before the last, partial block", passes=ALL - {"ragged_n"}),
