@@ -54,7 +54,10 @@ def unfinished_todos(source):
         if match:
             current, hint_open = [int(match.group(1)), match.group(2).strip()], True
         elif hint_open and current and _HINT_LINE.match(line):
-            current[1] += " " + _HINT_LINE.match(line).group(1).strip()
+            more = _HINT_LINE.match(line).group(1).strip()
+            # Chinese needs no space between lines (a space after "；" reads as a stray gap); other text does
+            current[1] += ("" if re.match(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", current[1][-1:] or "x")
+                           else " ") + more
         else:
             hint_open = False
             if STUB_MARKER in line and current and tuple(current) not in found:
