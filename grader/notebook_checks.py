@@ -45,6 +45,12 @@ def say(key, language=None, **fields):
 _HINT_LINE = re.compile(r"^\s*#\s+(\S.*)$")
 
 
+def _joins_without_space(last, first):
+    """Chinese lines join without a space (one after "；" reads as a stray gap), but keep it before a Latin word."""
+    punctuation, ideograph = r"[\u3000-\u303f\uff00-\uffef]", r"[\u4e00-\u9fff]"
+    return bool(re.match(punctuation, last) or (re.match(ideograph, last) and re.match(f"{punctuation}|{ideograph}", first)))
+
+
 def unfinished_todos(source):
     """[(number, hint)] for each TODO of `source` whose stub line is still there; a hint may run over several
     comment lines."""
@@ -55,9 +61,7 @@ def unfinished_todos(source):
             current, hint_open = [int(match.group(1)), match.group(2).strip()], True
         elif hint_open and current and _HINT_LINE.match(line):
             more = _HINT_LINE.match(line).group(1).strip()
-            # Chinese needs no space between lines (a space after "；" reads as a stray gap); other text does
-            current[1] += ("" if re.match(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", current[1][-1:] or "x")
-                           else " ") + more
+            current[1] += ("" if _joins_without_space(current[1][-1:], more[:1]) else " ") + more
         else:
             hint_open = False
             if STUB_MARKER in line and current and tuple(current) not in found:
