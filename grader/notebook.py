@@ -114,10 +114,14 @@ def student_program(nb, source_nb=None):
             try:
                 code = definitions_only(code)
             except SyntaxError as error:
-                problems.append(f"cell {number} has a SyntaxError at its line {error.lineno}: {error.msg}; "
+                which = f"the `{grade_id(cell)}` cell" if is_solution(cell) and grade_id(cell) else \
+                    f"cell {number} (counting from the top, markdown cells included)"
+                problems.append(f"{which} has a SyntaxError at its line {error.lineno}: {error.msg}; "
                                 "nothing in that cell could be graded")
                 continue
-        header = f"# ── cell {number}" + (", locked " if trusted is not None else " ")
+        # the graded name, where the cell has one, is how messages name it: Jupyter shows no cell numbers
+        name = f"`{grade_id(cell)}` " if is_solution(cell) and grade_id(cell) else ""
+        header = f"# ── cell {number}" + (", locked " if trusted is not None else " ") + name
         blocks.append(header + "─" * 40 + "\n" + code)
     return "\n\n".join(blocks) + "\n", problems
 

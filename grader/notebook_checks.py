@@ -18,10 +18,11 @@ MESSAGES = {
     "shape": {"en": "{what}: expected shape {expected}, got {got}", "zh": "{what}：形状应为 {expected}，实际为 {got}"},
     "dtype": {"en": "{what}: expected dtype {expected}, got {got}", "zh": "{what}：dtype 应为 {expected}，实际为 {got}"},
     "nan": {"en": "{what}: {count} NaN value(s), first at index {index} (shape {shape}, {dtype}). NaN comes from an "
-                  "element never written, a 0/0 or exp(-inf - (-inf)), or a load past the end of a row or of a tensor "
-                  "without a mask (the checks put NaN around every input)",
-            "zh": "{what}：有 {count} 个 NaN，第一个在下标 {index}（形状 {shape}，{dtype}）。NaN 来自从未写入的元素、0/0 或 "
-                  "exp(-inf - (-inf))，或者没有加掩码、越过一行末尾或张量末尾的读取（检查会在每个输入周围放上 NaN）"},
+                  "element never written, a 0/0, inf/inf (an exp that overflowed: subtract the row's max first) or "
+                  "exp(-inf - (-inf)), or a load past the end of a row or of a tensor without a mask (the checks put NaN "
+                  "around every input)",
+            "zh": "{what}：有 {count} 个 NaN，第一个在下标 {index}（形状 {shape}，{dtype}）。NaN 来自从未写入的元素、0/0、inf/inf（exp 溢出了："
+                  "先减去这一行的最大值）或 exp(-inf - (-inf))，或者没有加掩码、越过一行末尾或张量末尾的读取（检查会在每个输入周围放上 NaN）"},
     "off": {"en": "{what}: {bad} of {numel} values are off (shape {shape}, {dtype}); max error {error} (allowed: "
                   "{allowed}); worst at index {index}: expected {expected}, got {got}",
             "zh": "{what}：{numel} 个值中有 {bad} 个不对（形状 {shape}，{dtype}）；最大误差 {error}（允许：{allowed}）；"
@@ -32,7 +33,8 @@ MESSAGES = {
     "todo_numbers": {"en": "TODO {numbers} in `{name}`", "zh": "`{name}` 中的 TODO {numbers}"},
     "also_unfinished": {"en": "; also unfinished: {todos}", "zh": "；还没完成的还有：{todos}"},
     "todo_raised": {"en": "a TODO is not done yet ({error})", "zh": "还有 TODO 没有完成（{error}）"},
-    "your_line": {"en": "in a cell, line {line}: {code}", "zh": "某个单元格第 {line} 行：{code}"},
+    "your_line": {"en": "in `{name}`, line {line} of its cell: {code}", "zh": "在 `{name}` 中（所在单元格第 {line} 行）：{code}"},
+    "cell_line": {"en": "in a cell, line {line}: {code}", "zh": "某个单元格第 {line} 行：{code}"},
     "in_kernel": {"en": " (raised inside a kernel run by Triton's interpreter)", "zh": "（在 Triton 解释器运行的 kernel 里抛出）"},
 }
 
@@ -153,7 +155,9 @@ def _your_lines(error):
     helpers = _your_lines.__code__.co_filename
     frames = [f for link in chain for f in traceback.extract_tb(link.__traceback__)
               if f.filename != helpers and ("ipykernel" in f.filename or f.filename.startswith("<ipython-input"))]
-    return "".join("\n   " + say("your_line", line=f.lineno, code=(f.line or "").strip()) for f in frames[-3:])
+    return "".join("\n   " + (say("your_line", name=f.name, line=f.lineno, code=(f.line or "").strip())
+                              if f.name != "<module>" else say("cell_line", line=f.lineno, code=(f.line or "").strip()))
+                   for f in frames[-3:])
 
 
 def check(title, test, *functions):

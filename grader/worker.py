@@ -237,18 +237,25 @@ class Session:
 
 
 # The worker's own words, in each edition's language (this file cannot import the grader's messages).
-WORDS = {"en": {"cell": "cell {cell}, line {line}", "line": "line {line}", "where": "in your notebook, {where}: {code}",
+WORDS = {"en": {"cell": "cell {cell} (counting from the top, markdown cells included), line {line}",
+                "named": "the {name} cell, line {line}", "line": "line {line}",
+                "where": "in your notebook, {where}: {code}",
                 "in_kernel": " (raised inside a kernel run by Triton's interpreter)"},
-         "zh": {"cell": "第 {cell} 个单元格第 {line} 行", "line": "第 {line} 行", "where": "在你的笔记本{where}：{code}",
+         "zh": {"cell": "从顶部数第 {cell} 个单元格（包括 markdown 单元格）第 {line} 行",
+                "named": " {name} 单元格第 {line} 行", "line": "第 {line} 行", "where": "在你的笔记本{where}：{code}",
                 "in_kernel": "（在 Triton 解释器运行的 kernel 里抛出）"}}
 
 
 def cell_and_line(program, lineno, language="en"):
-    """'cell N, line L' for a line of a program made by grader.notebook.student_program (cells marked `# ── cell N`)."""
+    """"the `name` cell, line L" (or "cell N …" for a cell without a graded name) for a line of a program made by
+    grader.notebook.student_program (cells marked `# ── cell N [, locked] [`name`]`)."""
     words = WORDS.get(language, WORDS["en"])
     lines = program.split("\n")
     for i in range(min(lineno, len(lines)) - 1, -1, -1):
         if lines[i].startswith("# ── cell "):
+            named = [w for w in lines[i].split() if w.startswith("`") and w.endswith("`")]
+            if named:
+                return words["named"].format(name=named[0], line=lineno - i - 1)
             return words["cell"].format(cell=lines[i].split()[3].rstrip(","), line=lineno - i - 1)
     return words["line"].format(line=lineno)
 

@@ -1,6 +1,7 @@
 """Submissions that attack the grader (tests/mutants/attacks.py) get exactly the points they earn, and change nothing
 outside their sandbox: not the course's files, not the gradebook, not another student's folder, not the judge."""
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -85,5 +86,6 @@ def test_the_static_guard_names_what_it_refuses(course, tmp_path, mode):
     attack = next(a for a in ATTACKS if a.name == "forges_the_worker_reply")
     report = grade(attack, course, tmp_path, mode)
     assert report.score == 0
-    assert all("your code uses `import sys` (cell 16, line 21: `import sys`)" in t.message for t in report.tests), \
-        report.tests[0].message
+    # the cell by the name the learner sees in it (Jupyter shows no cell numbers), and the line in that cell
+    assert all(re.search(r"your code uses `import sys` \(the `per_query_attention` cell, line \d+: `import sys`\)",
+                         t.message) for t in report.tests), report.tests[0].message

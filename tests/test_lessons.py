@@ -3,7 +3,7 @@ import pytest
 
 from grader import lessons, notebook
 from grader.__main__ import reference_notebook, release_path
-from grader.harness import run_lesson
+from grader.harness import ROOT, run_lesson
 from tests import mutants
 from tests.conftest import LESSONS
 
@@ -65,3 +65,10 @@ def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
     assert mutant.caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
     assert not (mutant.passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
     assert report.score < report.max_score
+
+
+def test_checks_parse_code_only_through_structure_parse():
+    """A lesson's checks run in threads, and CPython 3.11's parser is not thread-safe ("AST constructor recursion depth
+    mismatch" cost lesson 05's reference a check in CI): checks parse through structure.parse, which takes a lock."""
+    for path in sorted((ROOT / "grader" / "lessons").glob("lesson*.py")):
+        assert "ast.parse(" not in path.read_text(encoding="utf-8"), f"{path.name}: use structure.parse"

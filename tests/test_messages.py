@@ -12,7 +12,7 @@ def grade(tmp_path, mode, replace):
 def test_an_error_inside_a_kernel_names_the_kernel_line(tmp_path, mode):
     result = grade(tmp_path, mode, ("    x = x - tl.max(x, axis=0)", "    x = x - tl.max(x, axis=1)"))
     assert not result.passed
-    assert "x = x - tl.max(x, axis=1)" in result.message and "in your notebook, cell" in result.message, result.message
+    assert "x = x - tl.max(x, axis=1)" in result.message and "in your notebook, the `softmax_kernel` cell, line 13" in result.message, result.message
 
 
 def test_a_store_past_the_end_of_an_output_is_named(tmp_path, mode):

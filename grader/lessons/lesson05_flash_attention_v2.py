@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from .. import structure
 from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
 from ..notebook_checks import unfinished_todos
 
@@ -59,7 +60,7 @@ def _glue_done(ctx, backward):
     """The autograd glue lives in a class (TODO 13, 14), which the harness's TODO finder doesn't read."""
     program = ctx.program
     try:
-        tree = ast.parse(program)
+        tree = structure.parse(program)  # never ast.parse in a check: checks run in threads (structure.parse)
     except SyntaxError:
         return
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "FlashAttention"]
