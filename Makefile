@@ -48,7 +48,7 @@ autograde: setup ## autograde LESSON's submissions in grader/submitted in JOBS p
 	$(PY) -m grader autograde $(LESSON) --jobs $(JOBS)
 
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
-	$(PY) -m pytest -q -n $(TEST_JOBS) --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 $(PYTEST_ARGS)
 
 test-gpu: setup ## the GPU path of the suite (needs a CUDA GPU)
 	$(PY) -m pytest -q --mode gpu -m "not cpu_only" $(PYTEST_ARGS)

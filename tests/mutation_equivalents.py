@@ -19,4 +19,12 @@ class Equivalent:
 
 
 EQUIVALENTS = [
+    Equivalent("05_flash_attention_v2:_attn_fwd_inner:22:24:keep&(offs_m[:,None]>=cols[None,:])→offs_m[:,None]>=cols[None,:]",
+               "keep = keep & (offs_m[:, None] >= cols[None, :])",
+               "In the causal case the key mask is implied: a query row i < N sees keys j <= i < N only, and rows past N "
+               "are never stored, so dropping `cols < N_CTX` changes no stored value."),
+    Equivalent("05_flash_attention_v2:_attn_bwd_dkdv:40:30:full_lo→diag_hi",
+               "tail_lo = tl.maximum(full_lo, m_full)",
+               "diag_hi = min(start_n + BLOCK_N, N) differs from full_lo = start_n + BLOCK_N only in the last key block, "
+               "where both bounds are >= N (m_full <= N): the tail loop range(tail_lo, N) is empty either way."),
 ]
