@@ -47,6 +47,33 @@ MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, ne
 _PREPARING = threading.Lock()
 
 
+def _log_path(logs, kind):
+    Path(logs).mkdir(parents=True, exist_ok=True)
+    return Path(logs) / f"{kind}-{os.getpid()}-{time.monotonic_ns()}.log"
+
+
+def _prepare(mode, program_text, scratch):
+    """Lay out the scratch folder once (checks of one submission start side by side and share it); returns whether
+    the worker runs contained, and the scratch folder as the worker sees it."""
+    scratch = Path(scratch)
+    with _PREPARING:
+        if not (scratch / "submission.py").exists():
+            sandbox.prepare(scratch, program_text)
+    contained = sandbox.status(mode)[0]
+    return contained, sandbox.INSIDE if contained else scratch
+
+
+def _launch(mode, scratch, place, contained, hidden, channel, log, *flags):
+    """worker.py (with `flags`) in the sandbox of `scratch`, talking over the socket `channel`, output into `log`; in
+    its own process group, so that a hang is killed with its children."""
+    argv = [sys.executable, str(place / "worker" / "worker.py"), str(channel.fileno()), *flags]
+    env = sandbox.environment(mode, place / "home")
+    if contained:
+        argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden), {}
+    return subprocess.Popen(argv, pass_fds=[channel.fileno()], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, env=env, cwd=scratch, start_new_session=True)
+
+
 class Worker:
     """One child process running a program (the student's, or the reference for speed comparisons) inside the
     sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
@@ -54,20 +81,10 @@ class Worker:
 
     def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None):
         self.mode, self.language = mode, language
-        scratch, logs = Path(scratch), Path(logs)
-        logs.mkdir(parents=True, exist_ok=True)
-        with _PREPARING:  # checks of one submission start side by side and share its scratch folder
-            if not (scratch / "submission.py").exists():
-                sandbox.prepare(scratch, program_text)
-        self.log_path = logs / f"worker-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.log_path = _log_path(logs, "worker")
         self.log = open(self.log_path, "wb")
         parent, child = socket.socketpair()
-        self.contained = contained = sandbox.status(mode)[0]
-        place = sandbox.INSIDE if contained else scratch  # the scratch folder as the worker sees it
-        argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno())]
-        env = sandbox.environment(mode, place / "home")
-        if contained:
-            argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden), {}
+        self.contained, place = _prepare(mode, program_text, scratch)
         self.program_path = str(place / "submission.py")
         self.process = None
         if zygote is not None:  # a fork of a process that has imported torch already (same sandbox, same program)
@@ -76,9 +93,7 @@ class Worker:
             except ZygoteGone:
                 self.process = None
         if self.process is None:
-            self.process = subprocess.Popen(
-                argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, cwd=scratch, start_new_session=True)  # its own process group: a hang is killed with its children
+            self.process = _launch(mode, scratch, place, self.contained, hidden, child, self.log)
         child.close()
         self.conn = parent
         try:
@@ -218,22 +233,11 @@ class Zygote:
     processes again."""
 
     def __init__(self, mode, program_text, scratch, logs, hidden=()):
-        scratch, logs = Path(scratch), Path(logs)
-        logs.mkdir(parents=True, exist_ok=True)
-        with _PREPARING:
-            if not (scratch / "submission.py").exists():
-                sandbox.prepare(scratch, program_text)
         self.lock = threading.Lock()
-        self.log = open(logs / f"zygote-{os.getpid()}-{time.monotonic_ns()}.log", "wb")
+        self.log = open(_log_path(logs, "zygote"), "wb")
         self.conn, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.contained = contained = sandbox.status(mode)[0]
-        place = sandbox.INSIDE if contained else scratch
-        argv = [sys.executable, str(place / "worker" / "worker.py"), str(child.fileno()), "--zygote"]
-        env = sandbox.environment(mode, place / "home")
-        if contained:
-            argv, env = sandbox.command(argv, scratch, env, gpu=False, hidden=hidden), {}
-        self.process = subprocess.Popen(argv, pass_fds=[child.fileno()], stdout=self.log, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, env=env, cwd=scratch, start_new_session=True)
+        self.contained, place = _prepare(mode, program_text, scratch)
+        self.process = _launch(mode, scratch, place, self.contained, hidden, child, self.log, "--zygote")
         child.close()
         try:
             self._receive(timeout=120)  # {"ready": pid}: torch and Triton imported
