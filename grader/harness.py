@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -46,6 +47,52 @@ class WorkerGone(Exception):
 MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
 _PREPARING = threading.Lock()
 
+# How long one call of the learner's code may run before the judge takes it for an endless loop: seconds of run
+# time, Triton's compile time not counted (the reference solutions' calls take 2 s at most in the interpreter, and
+# milliseconds on a GPU once compiled). After one call hangs, every call of the same function that is still running
+# or comes later gets SHORT_AFTER_HANG, so an endless loop costs one check the full limit and the others seconds.
+HANG_AFTER = {"interpreter": 30.0, "gpu": 30.0, "structure": 30.0}
+SHORT_AFTER_HANG = 5.0
+LOAD = "load"  # what Hangs calls the execution of the notebook's top-level code (its definitions)
+
+
+class Hangs:
+    """The calls of one submission that hung, {function name (or LOAD): (check id, seconds, when)}, shared by the
+    checks of that submission, which run side by side."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.found = {}
+
+    def record(self, what, check_id, seconds):
+        with self.lock:
+            self.found.setdefault(what, (check_id, seconds, time.monotonic()))
+
+    def get(self, what):
+        with self.lock:
+            return self.found.get(what)
+
+    def affects(self, check):
+        """Whether `check` calls something that hung (then it runs at once, with SHORT_AFTER_HANG per call)."""
+        with self.lock:
+            return LOAD in self.found or any(name in self.found for name in check.needs)
+
+    def slot(self, check, slots):
+        """A context in which `check` runs: one of the `slots` (a semaphore of `jobs`), or none at all once something
+        it calls has hung: those checks are quick by then, and waiting for a slot would multiply their seconds."""
+        hangs = self
+
+        class Slot:
+            def __enter__(self):
+                self.held = False
+                while not self.held and not hangs.affects(check):
+                    self.held = slots.acquire(timeout=0.2)
+
+            def __exit__(self, *exc):
+                if self.held:
+                    slots.release()
+        return Slot()
+
 
 def _log_path(logs, kind):
     Path(logs).mkdir(parents=True, exist_ok=True)
@@ -79,8 +126,11 @@ class Worker:
     sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
     (grader/wire.py): nothing the worker sends is unpickled or executed here."""
 
-    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None):
+    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None, hangs=None,
+                 check_id=None):
         self.mode, self.language = mode, language
+        self.hangs, self.check_id = hangs, check_id  # hangs: the submission's Hangs (None for the reference's worker)
+        self.reports_compiles = False
         self.log_path = _log_path(logs, "worker")
         self.log = open(self.log_path, "wb")
         parent, child = socket.socketpair()
@@ -97,11 +147,13 @@ class Worker:
         child.close()
         self.conn = parent
         try:
-            self.request("start", {"mode": "structure" if mode == "compile" else mode, "language": language},
-                         timeout=120)
+            started = self.request("start", {"mode": "structure" if mode == "compile" else mode, "language": language},
+                                   timeout=120)
         except BaseException:
             self.close()
             raise
+        facts = started.get("ok")
+        self.reports_compiles = type(facts) is dict and facts.get("reports_compiles") is True
 
     def output_tail(self, limit=1500):
         self.log.flush()
@@ -110,12 +162,18 @@ class Worker:
         return ("…" if len(data) > limit else "") + text.strip()
 
     def request(self, op, payload, timeout):
-        """The worker's reply to one request: {"ok": value} or {"error": [kind, text]}, type-checked."""
+        """The worker's reply to one request: {"ok": value} or {"error": [kind, text]}, type-checked. `timeout` bounds
+        the whole request; a call of the learner's code also stops at HANG_AFTER seconds of run time (Hangs)."""
+        what = payload.get("name") if op in ("call", "bench") else LOAD if op == "load" else None
+        if self.hangs is None or type(what) is not str:
+            what = None
         try:
             wire.send_message(self.conn, wire.encode(dict(payload, op=op), keep_storage=True))
-            reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, timeout))
+            reply = self._reply(op, what, timeout)
         except wire.Timeout:
             self.kill()
+            if what is not None:
+                self.hangs.record(what, self.check_id, timeout)
             raise WorkerGone(text("timed_out", self.language, seconds=timeout))
         except wire.TooLarge as size:
             self.kill()
@@ -136,6 +194,60 @@ class Worker:
             return reply
         self.kill()
         raise WorkerGone(text("malformed", self.language, op=op))
+
+    def _reply(self, op, what, timeout):
+        """Wait for the reply, counting the run time of the learner's code: the wait minus the compiles the worker
+        reports ({"progress": "compiling" | "compiled"}, GPU only). Raises WorkerGone when a call of `what` runs past
+        HANG_AFTER, or past SHORT_AFTER_HANG once `what` has hung in another check."""
+        started = time.monotonic()
+        run_limit = HANG_AFTER.get(self.mode) if what is not None and op in ("call", "load") else None
+        if self.mode == "gpu" and not self.reports_compiles:
+            run_limit = None  # an old Triton without the compile hook: compiles would count as run time
+        paused, compiling_since, short = 0.0, None, None
+
+        def run_time(now):
+            return now - started - paused - (now - compiling_since if compiling_since is not None else 0.0)
+
+        while True:
+            now = time.monotonic()
+            hung = self.hangs.get(what) if short is None and what is not None else None
+            if hung is not None and hung[0] != self.check_id:
+                # SHORT_AFTER_HANG seconds of run time from the start of this call, or from now if it hung meanwhile
+                short = (hung, SHORT_AFTER_HANG if hung[2] <= started else run_time(now) + SHORT_AFTER_HANG)
+            waits = [started + timeout - now]
+            if compiling_since is None:
+                if run_limit is not None:
+                    waits.append(run_limit - run_time(now))
+                if short is not None:
+                    waits.append(short[1] - run_time(now))
+            wait = min(waits)
+            if wait <= 0:
+                if waits[0] <= 0:
+                    raise wire.Timeout()
+                self.kill()
+                if short is not None and short[1] - run_time(now) <= 0:
+                    (check_id, seconds, _), _ = short
+                    raise WorkerGone(text("short_after_hang", self.language, what=self._named(what), check=check_id,
+                                          seconds=seconds, short=SHORT_AFTER_HANG))
+                self.hangs.record(what, self.check_id, run_limit)
+                raise WorkerGone(text("hung", self.language, what=self._named(what), seconds=run_limit,
+                                      short=SHORT_AFTER_HANG))
+            # wake at least twice a second while another check may find a hang of the same function
+            ready, _, _ = select.select([self.conn], [], [], min(wait, 0.5) if what is not None else wait)
+            if not ready:
+                continue
+            reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, max(1.0, started + timeout - now)))
+            if type(reply) is dict and set(reply) == {"progress"} and reply["progress"] in ("compiling", "compiled"):
+                if reply["progress"] == "compiling" and compiling_since is None:
+                    compiling_since = time.monotonic()
+                elif reply["progress"] == "compiled" and compiling_since is not None:
+                    paused += time.monotonic() - compiling_since
+                    compiling_since = None
+                continue
+            return reply
+
+    def _named(self, what):
+        return text("top_level_code", self.language) if what == LOAD else f"`{what}`"
 
     def kill(self):
         if isinstance(self.process, Forked):
@@ -593,13 +705,16 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     results = {}
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
     zygotes = Zygotes(submission, work)
+    hangs = Hangs()
 
     def grade(check):
         if timeout:
             check = dataclasses.replace(check, timeout=timeout)
         fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
         seeds = [submission_seed(program, check.id)] + fresh
-        results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes)
+        with hangs.slot(check, slots):
+            results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes,
+                                           hangs)
         if log and check in wanted and check in runnable:
             log(results[check.id])
 
@@ -607,8 +722,10 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     # no other check shares the GPU while it times.
     todo = [c for c in lesson.checks if c in needed or c in wanted]
     together, alone = [c for c in todo if not c.id.startswith("speed")], [c for c in todo if c.id.startswith("speed")]
+    # `jobs` checks hold a slot at a time; once a function has hung, the checks that call it run without one.
+    slots = threading.Semaphore(max(1, jobs or grading_jobs(mode)))
     try:
-        with ThreadPoolExecutor(max(1, min(jobs or grading_jobs(mode), len(together) or 1))) as pool:
+        with ThreadPoolExecutor(max(1, len(together))) as pool:
             list(pool.map(grade, together))
         for check in alone:
             grade(check)
@@ -654,7 +771,7 @@ class Submission:
     language: str = "en"    # the edition it was written in: its messages speak it (grader/editions.py)
 
 
-def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None):
+def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None):
     language = submission.language
 
     def verdict(passed, message, runs=1, failed_runs=None):
@@ -682,7 +799,7 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
         worker_mode = "compile" if check.compile_only else mode
         zygote = zygotes.get(worker_mode, program_text) if zygotes and folder == "submission" else None
         workers.append(Worker(worker_mode, program_text, work / folder, work / "logs", submission.hidden, language,
-                              zygote=zygote))
+                              zygote=zygote, hangs=hangs if folder == "submission" else None, check_id=check.id))
         return workers[-1]
 
     def reference():

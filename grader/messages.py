@@ -10,6 +10,17 @@ MESSAGES = {
     "timed_out": {"en": "timed out after {seconds:.0f} s (an endless loop, or a kernel that never finishes?); the "
                         "process running your code was stopped",
                   "zh": "{seconds:.0f} 秒后超时（死循环，或者一个永远不结束的 kernel？）；运行你代码的进程已被终止"},
+    "hung": {"en": "{what} ran for {seconds:.0f} s without returning (Triton's compile time not counted; the "
+                   "reference solution needs a few seconds at most): an endless loop, or a kernel that never finishes? "
+                   "The process running your code was stopped, and every other call of {what} gets {short:.0f} s",
+             "zh": "{what} 运行了 {seconds:.0f} 秒还没有返回（不算 Triton 的编译时间；参考解最多只需几秒）：死循环，"
+                   "还是一个永远不结束的 kernel？运行你代码的进程已被终止，之后对 {what} 的每次调用只有 {short:.0f} 秒"},
+    "short_after_hang": {"en": "{what} did not return within {short:.0f} s: it already hung in the check `{check}` "
+                               "(no return in {seconds:.0f} s), so every other call of it gets {short:.0f} s. Fix "
+                               "that endless loop first",
+                         "zh": "{what} 在 {short:.0f} 秒内没有返回：它在检查 `{check}` 中已经卡住过（{seconds:.0f} 秒"
+                               "没有返回），所以之后对它的每次调用只有 {short:.0f} 秒。请先修好那个死循环"},
+    "top_level_code": {"en": "the notebook's top-level code (its definitions)", "zh": "笔记本的顶层代码（它的定义）"},
     "too_large": {"en": "your code sent back {megabytes:.0f} MB during `{op}`, more than the {limit:.0f} MB a check "
                         "accepts; the process was stopped",
                   "zh": "你的代码在 `{op}` 中返回了 {megabytes:.0f} MB，超过了一个检查接受的 {limit:.0f} MB；进程已被终止"},

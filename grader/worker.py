@@ -118,13 +118,47 @@ def _kernel_origin(kernel):
 
 
 class Session:
-    def __init__(self, mode, language="en"):
+    def __init__(self, mode, language="en", notify=None):
         self.mode, self.language = mode, language
         self.device = "cuda" if mode == "gpu" else "cpu"
         self.namespaces = {}
         self.programs = {}
         self.launched = []
         self._hook_kernel_launches()
+        # On a GPU, Triton compiles a kernel at its first launch: seconds that are not the learner's run time. The
+        # judge is told when each compile starts and ends, so that it takes only run time for a hang (harness.Worker).
+        self.reports_compiles = mode == "gpu" and notify is not None and self._hook_compiles(notify)
+        if self.device == "cuda":
+            self._warm_up_gpu()
+
+    @staticmethod
+    def _hook_compiles(notify):
+        try:
+            from triton.runtime.jit import JITFunction
+            original = JITFunction._do_compile
+        except Exception:
+            return False
+
+        def _do_compile(self, *args, **kwargs):
+            notify("compiling")
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                notify("compiled")
+        JITFunction._do_compile = _do_compile
+        return True
+
+    @staticmethod
+    def _warm_up_gpu():
+        """The CUDA context and Triton's driver helpers (a C module it builds on first use) before any call is timed."""
+        import torch
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        try:
+            from triton.runtime import driver
+            driver.active.get_current_device()
+        except Exception:
+            pass
 
     def _hook_kernel_launches(self):
         # Record each Triton kernel launched, whether compiled or interpreted, with where it was defined.
@@ -298,8 +332,9 @@ def main(fd):
         op = request.pop("op")
         try:
             if op == "start":
-                session = Session(request["mode"], request.get("language", "en"))
-                reply = {"ok": None}
+                session = Session(request["mode"], request.get("language", "en"),
+                                  notify=lambda event: wire.send_message(channel, wire.encode({"progress": event})))
+                reply = {"ok": {"reports_compiles": session.reports_compiles}}
             elif op == "stop":
                 wire.send_message(channel, wire.encode({"ok": None}))
                 return

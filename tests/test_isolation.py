@@ -114,3 +114,87 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path):
             w.close()
     finally:
         zygote.close()
+
+
+# ── hangs are bounded (issue 21): an endless loop costs its first check HANG_AFTER, every other call SHORT_AFTER_HANG ──
+PER_QUERY_WRAPPER = "def per_query_attention(q, k, v, sm_scale=None):\n"
+ENDLESS = Mutant("endless_loop", [(PER_QUERY_WRAPPER, PER_QUERY_WRAPPER + "    while True:\n        pass\n")],
+                 {"basic", "ragged_n", "odd_head_dim", "m_ne_n", "fp16", "custom_scale", "strided"})
+HANG_BUDGET = {"interpreter": 120, "gpu": 60}  # seconds an endless loop may add to a submission's grading
+
+
+def test_an_endless_loop_costs_a_bounded_time_and_says_why(tmp_path, mode):
+    import time
+    from grader.__main__ import reference_notebook
+    from grader import harness, notebook
+    lesson = "03_per_query_kernel"
+    reference = tmp_path / "reference.ipynb"
+    notebook.write(reference_notebook(lesson), reference)
+    started = time.monotonic()
+    assert run_lesson(lesson, reference, mode).score > 0
+    reference_seconds, started = time.monotonic() - started, time.monotonic()
+    report = run_lesson(lesson, write(lesson, ENDLESS, tmp_path / "hang.ipynb"), mode)
+    extra = time.monotonic() - started - reference_seconds
+    messages = {t.id: t.message for t in report.tests}
+    assert extra <= HANG_BUDGET[mode], f"an endless loop cost {extra:.0f} s more than the reference: {messages}"
+    hung = [m for m in messages.values() if f"ran for {harness.HANG_AFTER[mode]:.0f} s without returning" in m]
+    short = [m for m in messages.values() if f"did not return within {harness.SHORT_AFTER_HANG:.0f} s" in m]
+    assert hung and len(hung) + len(short) == len(ENDLESS.caught_by), messages
+    assert all("it already hung in the check" in m for m in short)
+    assert next(t for t in report.tests if t.id == "compiles").passed  # never calls the wrapper: keeps its point
+
+
+def scripted_worker(script, mode="gpu", reports_compiles=True, hangs=None, check_id="this_check"):
+    """A Worker without a process: its socket's far end plays `script`, [(seconds to wait, message to send), ...], in
+    a thread. Only the judge's waiting and its counting of run time are under test."""
+    import socket
+    import threading
+    import time
+    from grader import wire
+    from grader.harness import Hangs, Worker
+    judge_end, far_end = socket.socketpair()
+
+    def play():
+        try:
+            wire.recv_message(far_end, 1 << 20)  # the request
+            for pause, message in script:
+                time.sleep(pause)
+                wire.send_message(far_end, wire.encode(message))
+        except OSError:
+            pass  # the judge stopped listening (a hang it found)
+    threading.Thread(target=play, daemon=True).start()
+    worker = object.__new__(Worker)
+    worker.mode, worker.language, worker.conn = mode, "en", judge_end
+    worker.hangs, worker.check_id, worker.reports_compiles = hangs or Hangs(), check_id, reports_compiles
+    worker.kill = lambda: None
+    return worker
+
+
+def call(worker, timeout=30):
+    return worker.request("call", {"name": "attention", "args": [], "kwargs": {}, "backward": None}, timeout=timeout)
+
+
+def test_compile_time_is_not_run_time(monkeypatch):
+    """On a GPU the first call of a kernel compiles it: the worker reports the compile, and only the rest counts."""
+    from grader import harness
+    monkeypatch.setattr(harness, "HANG_AFTER", {"gpu": 1.0})
+    compiling_long = [(0.1, {"progress": "compiling"}), (2.0, {"progress": "compiled"}), (0.3, {"ok": [1, None, {}]})]
+    assert call(scripted_worker(compiling_long)) == {"ok": [1, None, {}]}
+    hangs = harness.Hangs()
+    with pytest.raises(harness.WorkerGone, match="`attention` ran for 1 s without returning"):
+        call(scripted_worker([(2.5, {"ok": [1, None, {}]})], hangs=hangs))
+    assert hangs.get("attention")[0] == "this_check"
+    # an old Triton whose compiles the worker cannot report: only the request's own limit applies on a GPU
+    assert call(scripted_worker([(1.5, {"ok": [2, None, {}]})], reports_compiles=False)) == {"ok": [2, None, {}]}
+
+
+def test_after_a_hang_every_other_call_of_that_function_gets_a_short_limit(monkeypatch):
+    from grader import harness
+    monkeypatch.setattr(harness, "HANG_AFTER", {"interpreter": 30.0})
+    monkeypatch.setattr(harness, "SHORT_AFTER_HANG", 0.5)
+    hangs = harness.Hangs()
+    hangs.record("attention", "first_check", 30.0)
+    with pytest.raises(harness.WorkerGone, match="it already hung in the check `first_check`"):
+        call(scripted_worker([(2.0, {"ok": [1, None, {}]})], mode="interpreter", hangs=hangs))
+    quick = scripted_worker([(0.1, {"ok": [3, None, {}]})], mode="interpreter", hangs=hangs)
+    assert call(quick) == {"ok": [3, None, {}]}  # a call that returns in time still counts
