@@ -12,20 +12,33 @@ PYTEST_ARGS ?=
 # tests run in parallel: each one mostly waits on its own grading worker processes
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
+# the instructor's course folder: nbgrader's config, sources, releases, submissions and gradebook
+COURSE ?= grader
+# TORCH=system (a GPU machine): a venv that sees the machine's own CUDA torch and Triton instead of the pinned CPU build
+TORCH ?= pinned
+
 .DEFAULT_GOAL := help
-.PHONY: help setup sandbox build solutions compat demo autograde test test-gpu bench seeds mutant-seeds mutation-score class-scale clean
+.PHONY: help setup sandbox build solutions compat demo release autograde feedback export check test test-gpu bench seeds mutant-seeds mutation-score class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-lock.txt
+$(VENV)/.installed: requirements.txt requirements-lock.txt pyproject.toml
+ifeq ($(TORCH),system)
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -c "import torch, triton; print('using this machine\'s torch', torch.__version__, 'and triton', triton.__version__)"
+	grep -v -E '^(torch|triton)==' requirements.txt > $(VENV)/requirements-system-torch.txt
+	$(PY) -m pip install -q -r $(VENV)/requirements-system-torch.txt
+else
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt -c requirements-lock.txt
+endif
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3" >/dev/null
 	touch $@
 
-setup: $(VENV)/.installed ## create .venv with the pinned CPU torch, triton, nbgrader, jupyter
+setup: $(VENV)/.installed ## .venv: pinned CPU torch, triton, nbgrader, jupyter, and the grader (TORCH=system on a GPU machine)
 
 sandbox: ## make sure bubblewrap (bwrap) is here: student code is graded inside it (grader/README.md)
 	@if command -v bwrap >/dev/null; then echo "bubblewrap: $$(bwrap --version)"; \
@@ -43,9 +56,23 @@ solutions: setup ## run every solutions notebook top to bottom and record its ou
 demo: setup ## release, then autograde 3 sample submissions per lesson with real nbgrader; prints a score table
 	$(PY) -m grader demo
 
-autograde: setup ## autograde LESSON's submissions in grader/submitted in JOBS parallel workers (make autograde LESSON=00_setup JOBS=4)
-	@test -n "$(LESSON)" || { echo "usage: make autograde LESSON=00_setup [JOBS=N]"; exit 2; }
-	$(PY) -m grader autograde $(LESSON) --jobs $(JOBS)
+release: setup ## nbgrader generate_assignment into grader/release/ (LESSON=… for one lesson, else all)
+	$(PY) -m grader release $(LESSON) --course $(COURSE)
+
+autograde: setup ## grade LESSON's new and changed submissions in grader/submitted/ (JOBS=N in parallel, FORCE=1 all)
+	@test -n "$(LESSON)" || { echo "usage: make autograde LESSON=00_setup [JOBS=N] [FORCE=1]"; exit 2; }
+	$(PY) -m grader autograde $(LESSON) --course $(COURSE) --jobs $(JOBS) $(if $(FORCE),--force,)
+
+feedback: setup ## an HTML feedback page per student: grader/feedback/<student>/LESSON/LESSON.html
+	@test -n "$(LESSON)" || { echo "usage: make feedback LESSON=00_setup"; exit 2; }
+	$(PY) -m grader feedback $(LESSON) --course $(COURSE)
+
+export: setup ## grader/grades.csv: a row per student, each lesson's score, mode and status, each check's points
+	$(PY) -m grader export --course $(COURSE) --out $(COURSE)/grades.csv
+
+check: setup ## grade one notebook without a gradebook: make check LESSON=… NOTEBOOK=… [MODE=gpu|interpreter|structure]
+	@test -n "$(LESSON)" -a -n "$(NOTEBOOK)" || { echo "usage: make check LESSON=00_setup NOTEBOOK=path.ipynb [MODE=…]"; exit 2; }
+	$(PY) -m grader check $(LESSON) $(NOTEBOOK) --mode $(or $(MODE),auto)
 
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 $(PYTEST_ARGS)
@@ -75,5 +102,6 @@ class-scale: setup ## autograde a sample class (31 submissions, all lessons) wit
 compat: setup ## the course on Triton 3.4-3.9 (interpreter): notebooks run, references at full marks, AOT compile
 	$(PY) tests/compat.py --out tests/reports/compat.txt $(if $(VERSIONS),--versions $(VERSIONS),)
 
-clean: ## remove nbgrader's working folders and caches (keeps .venv)
-	rm -rf grader/release grader/submitted grader/autograded grader/feedback grader/gradebook.db demo .pytest_cache
+clean: ## remove nbgrader's working folders, the gradebook and caches (keeps .venv)
+	rm -rf grader/release grader/submitted grader/autograded grader/feedback grader/gradebook.db grader/.shards \
+	  grader/grades.csv demo .pytest_cache

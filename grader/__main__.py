@@ -7,10 +7,14 @@
   python -m grader translations LESSON [--language zh]
   python -m grader course DIR [--language zh] [--lesson ID ...]
   python -m grader demo
-  python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--course DIR]
+  python -m grader release [LESSON ...] [--course DIR]
+  python -m grader autograde LESSON [--jobs N | --shard I --of N | --merge --of N] [--force] [--course DIR]
+  python -m grader feedback LESSON [--course DIR]
+  python -m grader export [--out CSV] [--course DIR]
 """
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -105,23 +109,63 @@ def cmd_demo(args):
         sys.exit(f"unexpected scores for {bad}")
 
 
+def cmd_release(args):
+    from . import build, classroom
+    course = Path(args.course)
+    for path in classroom.release_lessons(course, args.lessons or build.lesson_ids()):
+        lesson = path.parent.name
+        same = course.resolve() == (ROOT / "grader").resolve() and \
+            notebook.read(path).cells == notebook.read(release_path(lesson)).cells
+        print(f"released {lesson}: {path}" + (f" (the same notebook as {release_path(lesson).relative_to(ROOT)}; "
+                                              "the Chinese edition: course/zh/…)" if same else ""))
+
+
 def cmd_autograde(args):
     from . import classroom
     course = Path(args.course)
+    mode, reason = notebook_setup.detect_mode(os.environ.get("FA_GRADING_MODE", "auto"))
+    print(f"Grading {args.lesson} in {course} — mode: {mode} ({reason})", flush=True)
     if args.shard is not None:
-        graded = classroom.grade_shard(course, args.lesson, args.shard, args.of)
+        graded = classroom.grade_shard(course, args.lesson, args.shard, args.of, force=args.force, mode=mode)
         print(f"shard {args.shard} of {args.of}: graded {len(graded)} submissions")
-    elif args.merge:
-        classroom.merge_shards(course, args.lesson, args.of)
-        print(f"merged {args.of} shards into {course / 'gradebook.db'}")
+        return
+    if args.merge:
+        outcome = classroom.merge_shards(course, args.lesson, args.of)
     else:
-        classroom.autograde_class(course, args.lesson, jobs=args.jobs)
-    for (lesson, student), (score, top, mode) in sorted(classroom.scores(course).items()):
-        if lesson == args.lesson:
-            print(f"{student:<24} {score:g}/{top:g}  [{mode}]")
+        outcome = classroom.autograde_class(course, args.lesson, jobs=args.jobs, force=args.force)
+    scores = classroom.scores(course)
+    record = classroom.GradingRecord(course).rows(args.lesson)
+    for student in classroom.students(course, args.lesson):
+        row = record.get(student, {})
+        if row.get("status", classroom.GRADED) != classroom.GRADED:
+            print(f"  {student:<24} {row['status'].upper()}: {row['reason']}")
+        elif (args.lesson, student) in scores:
+            score, top, graded_in = scores[(args.lesson, student)]
+            kept = "" if student in outcome else "  (unchanged since its last grading)"
+            print(f"  {student:<24} {score:g}/{top:g}  [{graded_in}]{kept}")
+    failed = [s for s, (status, _) in outcome.items() if status == classroom.FAILED]
+    refused = [s for s, (status, _) in outcome.items() if status == classroom.NOT_GRADED]
+    print(f"{len(outcome) - len(failed) - len(refused)} graded, {len(refused)} not graded (the notebook's fault: "
+          f"tell the student), {len(failed)} failed to grade (the grader's: fix it, then grade again)")
+    if failed:
+        sys.exit(1)
+
+
+def cmd_feedback(args):
+    from . import classroom
+    pages = classroom.feedback(Path(args.course), args.lesson)
+    print(f"{len(pages)} feedback pages: {Path(args.course) / 'feedback'}/<student>/{args.lesson}/{args.lesson}.html")
+
+
+def cmd_export(args):
+    from . import classroom
+    count = classroom.export(Path(args.course), args.out)
+    print(f"wrote {args.out}: {count} students, each lesson's score, mode and status, each check's points")
 
 
 def main(argv=None):
+    import warnings
+    warnings.filterwarnings("ignore", message="Object of type")  # SQLAlchemy chatter of nbgrader's gradebook API
     parser = argparse.ArgumentParser(prog="python -m grader", description="FlashAttention in Triton: grading tools")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="grade one notebook without a gradebook")
@@ -156,14 +200,28 @@ def main(argv=None):
     solutions.add_argument("--out", help="write the executed notebooks here instead of into solutions/")
     solutions.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
     solutions.set_defaults(run=cmd_run_solutions)
-    auto = sub.add_parser("autograde", help="autograde a lesson's submissions, in parallel shards if asked")
+    course_folder = dict(default=str(ROOT / "grader"), help="the nbgrader course folder (default: grader/)")
+    release = sub.add_parser("release", help="nbgrader generate_assignment of lessons (default: all) in the course")
+    release.add_argument("lessons", nargs="*")
+    release.add_argument("--course", **course_folder)
+    release.set_defaults(run=cmd_release)
+    auto = sub.add_parser("autograde", help="autograde a lesson's new and changed submissions, in parallel shards if asked")
     auto.add_argument("lesson")
-    auto.add_argument("--course", default=str(ROOT / "grader"), help="the nbgrader course folder")
+    auto.add_argument("--course", **course_folder)
     auto.add_argument("--jobs", type=int, default=1, help="parallel workers (one GPU each where there are several)")
+    auto.add_argument("--force", action="store_true", help="regrade unchanged submissions too")
     auto.add_argument("--shard", type=int, help="grade only shard I of --of N (e.g. one Slurm array task)")
     auto.add_argument("--merge", action="store_true", help="merge the --of N shards into the gradebook")
     auto.add_argument("--of", type=int, default=1, help="number of shards")
     auto.set_defaults(run=cmd_autograde)
+    feedback = sub.add_parser("feedback", help="an HTML feedback page per student of a lesson")
+    feedback.add_argument("lesson")
+    feedback.add_argument("--course", **course_folder)
+    feedback.set_defaults(run=cmd_feedback)
+    export = sub.add_parser("export", help="a CSV of every student's grades: each lesson, each check")
+    export.add_argument("--course", **course_folder)
+    export.add_argument("--out", default=str(ROOT / "grader" / "grades.csv"))
+    export.set_defaults(run=cmd_export)
     demo = sub.add_parser("demo", help="release and autograde sample submissions with real nbgrader")
     demo.set_defaults(run=cmd_demo)
     args = parser.parse_args(argv)

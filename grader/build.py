@@ -2,8 +2,8 @@
 
 1. The shared cells (tag `setup`: grader/notebook_setup.py; tag `check-helpers`: grader/notebook_checks.py)
    are copied into each source notebook, so one file is the source of each.
-2. nbgrader `generate_assignment` makes the student release (no solutions, no hidden tests, no outputs);
-   cells tagged `solution-notes` are then dropped from it: they belong to the solutions only.
+2. nbgrader `generate_assignment` makes the student release (no solutions, no hidden tests, no outputs, and with
+   the course's config no cell tagged `solution-notes`: they belong to the solutions only).
 3. solutions/NN.ipynb = the release as the student sees it, 🛑 STOP HERE 🛑, then the reference code with
    its notes, visible checks and demos, so a self-learner can run it top to bottom. The committed solutions carry
    the outputs of one top-to-bottom run (`python -m grader run-solutions`, grader/run_solutions.py), stamped with a
@@ -92,9 +92,7 @@ def generate_release(sources):
 
 
 def release_notebook(generated):
-    nb = clean(generated)
-    nb.cells = [c for c in nb.cells if "solution-notes" not in notebook.tags(c)]
-    return nb
+    return clean(generated)  # nbgrader_config's DropSolutionNotes has removed the `solution-notes` cells already
 
 
 def solutions_notebook(release, source, language="en"):

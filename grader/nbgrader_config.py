@@ -4,8 +4,15 @@ import sys
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the repo root, when nbgrader runs in grader/ (else use PYTHONPATH)
-from grader.nbgrader_plugins import autograde_preprocessors  # noqa: E402
+try:  # `make setup` installs the grader into .venv; nbgrader must run in that environment
+    from grader.nbgrader_plugins import (autograde_preprocessors, generate_assignment_preprocessors,
+                                         sanitize_preprocessors)
+except ImportError as error:
+    # nbgrader would log this and carry on with its defaults (running students' cells, grading every test as 0):
+    # stop instead
+    print(f"nbgrader_config.py: cannot import the course's grader ({error}). Run nbgrader from the environment "
+          "that `make setup` made (source .venv/bin/activate, or the make targets).", file=sys.stderr)
+    raise SystemExit(2)
 
 c.CourseDirectory.course_id = "flash-attention-triton"
 c.CourseDirectory.root = HERE
@@ -27,3 +34,10 @@ c.Execute.execute_retries = 0
 # Autograde executes only the graded cells: each one grades the submission file in its own process, so the
 # student's code never runs in (and can never tamper with) the kernel that records the grades.
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+# The release never carries the cells that explain the solution (tag `solution-notes`), in either edition.
+c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
+# No false "checksum has changed" warning for the test cells whose hidden tests the release removed.
+c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
+# The feedback page names each check in its contents, folds the course's own cells and says which mode graded it.
+from grader.nbgrader_feedback import configure as configure_feedback  # noqa: E402
+configure_feedback(c)
