@@ -208,3 +208,45 @@ def test_the_readmes_instructor_commands_grade_a_class(tmp_path):
     assert not (course / ".shards").exists()
     (tmp_path / "autograde_03.txt").write_text(outputs["03_per_query_kernel"])
     print(outputs["03_per_query_kernel"])
+
+
+# ── bad notebooks are not graded, with the reason; the class's other grades are not touched ──────────────────────
+def test_bad_notebooks_are_not_graded_and_say_why(tmp_path):
+    lesson = "03_per_query_kernel"
+    course = tmp_path / "course"
+    (course / "release" / lesson).mkdir(parents=True)
+    good = reference_notebook(lesson)
+    classroom.submit(course, "good", lesson, good)
+    path = classroom.submit(course, "cut", lesson, good)
+    path.write_text(path.read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    classroom.submit(course, "other_lesson", lesson, reference_notebook("00_setup"))
+    deleted = reference_notebook(lesson)
+    deleted.cells = [c for c in deleted.cells if notebook.grade_id(c) != "per_query_attention_kernel"]
+    classroom.submit(course, "deleted_cell", lesson, deleted)
+    os.truncate(classroom.submit(course, "huge", lesson, good), 2 * 2**30)  # 2 GB (sparse: no disk used)
+    renamed = classroom.submit(course, "renamed", lesson, good)
+    renamed.rename(renamed.with_name("my_notebook.ipynb"))
+    (course / "submitted" / "binary" / lesson).mkdir(parents=True)
+    (course / "submitted" / "binary" / lesson / f"{lesson}.ipynb").write_bytes(b"PK\x03\x04\xff\xfe zip")
+    why = {s: classroom.inspect_submission(course, lesson, s) for s in classroom.students(course, lesson)}
+    assert why.pop("good") is None
+    expected = {"cut": "its JSON breaks at line", "other_lesson": "this is the notebook of lesson 00_setup",
+                "deleted_cell": "the graded cell `per_query_attention_kernel` is missing",
+                "huge": "the notebook is 2,048 MB, more than the 64 MB", "renamed": "(it holds my_notebook.ipynb)",
+                "binary": "not a notebook (not UTF-8 text)"}
+    assert set(why) == set(expected)
+    for student, words in expected.items():
+        assert words in why[student], (student, why[student])
+    to_grade, refused, unchanged = classroom.plan(course, lesson)
+    assert to_grade == ["good"] and set(refused) == set(expected) and unchanged == []
+
+
+def test_a_class_graded_in_two_modes_is_flagged(tmp_path):
+    course = tmp_path / "course"
+    course.mkdir()
+    record = classroom.GradingRecord(course)
+    record.put("04_tiled_kernel_2d", "ada", classroom.GRADED, mode="gpu", sha256="x")
+    record.put("04_tiled_kernel_2d", "ben", classroom.GRADED, mode="interpreter", sha256="y")
+    record.put("04_tiled_kernel_2d", "cy", classroom.NOT_GRADED, reason="corrupt")
+    assert classroom.mixed_modes(course, "04_tiled_kernel_2d", "interpreter") == {"ada": "gpu"}
+    assert classroom.mixed_modes(course, "04_tiled_kernel_2d", "gpu") == {"ben": "interpreter"}
