@@ -152,6 +152,9 @@ class Worker:
         except BaseException:
             self.close()
             raise
+        if "error" in started:  # the worker could not set itself up (an unsupported Triton, say): no check can run
+            self.close()
+            raise WorkerGone(text("start_failed", language, error=started["error"][1][:1500]))
         facts = started.get("ok")
         self.reports_compiles = type(facts) is dict and facts.get("reports_compiles") is True
 

@@ -20,6 +20,10 @@ MESSAGES = {
                                "that endless loop first",
                          "zh": "{what} 在 {short:.0f} 秒内没有返回：它在检查 `{check}` 中已经卡住过（{seconds:.0f} 秒"
                                "没有返回），所以之后对它的每次调用只有 {short:.0f} 秒。请先修好那个死循环"},
+    "start_failed": {"en": "the process that runs your code could not set itself up ({error}): this torch or Triton "
+                           "may not be one the course supports (the set-up cell says which are)",
+                     "zh": "运行你代码的进程无法完成初始化（{error}）：这个 torch 或 Triton 的版本可能不在课程支持的范围内"
+                           "（设置单元格会说明支持哪些版本）"},
     "top_level_code": {"en": "the notebook's top-level code (its definitions)", "zh": "笔记本的顶层代码（它的定义）"},
     "too_large": {"en": "your code sent back {megabytes:.0f} MB during `{op}`, more than the {limit:.0f} MB a check "
                         "accepts; the process was stopped",

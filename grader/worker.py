@@ -169,12 +169,29 @@ class Session:
             return
         launched = self.launched
         for cls in (JITFunction, InterpretedFunction):
-            original = cls.run
+            if "run" in vars(cls):
+                original = cls.run
 
-            def run(self, *args, __original=original, **kwargs):
-                launched.append(_kernel_origin(self))
-                return __original(self, *args, **kwargs)
-            cls.run = run
+                def run(self, *args, __original=original, **kwargs):
+                    launched.append(_kernel_origin(self))
+                    return __original(self, *args, **kwargs)
+                cls.run = run
+            else:  # Triton <= 3.5's interpreter: `run` is set per kernel, and kernel[grid](...) goes by __getitem__
+                original_init, original_getitem = cls.__init__, cls.__getitem__
+
+                def __init__(self, *args, __original=original_init, **kwargs):
+                    __original(self, *args, **kwargs)
+                    run = self.run
+
+                    def recorded(*args, **kwargs):  # an autotuner's or heuristics' launch
+                        launched.append(_kernel_origin(self))
+                        return run(*args, **kwargs)
+                    self.run = recorded
+
+                def __getitem__(self, grid, __original=original_getitem):
+                    launched.append(_kernel_origin(self))
+                    return __original(self, grid)
+                cls.__init__, cls.__getitem__ = __init__, __getitem__
 
     def load(self, key, path):
         namespace = {"__name__": f"submission_{key}", "__file__": path}
