@@ -9,6 +9,11 @@ export PYTHONPATH := $(CURDIR)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 JOBS ?= 1
 PYTEST_ARGS ?=
+# A machine without a package index (the H200 image) runs the targets with its own python: make … PY=python3
+NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup,)
+# make test-gpu: pytest workers beside each other (each grades with up to 4 GPU worker processes), and JUnit files
+GPU_TEST_JOBS ?= 14
+JUNIT ?= test_gpu$(if $(PART),_part$(firstword $(subst /, ,$(PART))),)
 # tests run in parallel: each one mostly waits on its own grading worker processes
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
@@ -18,7 +23,7 @@ COURSE ?= grader
 TORCH ?= pinned
 
 .DEFAULT_GOAL := help
-.PHONY: help setup sandbox build solutions compat demo release autograde feedback export check test test-gpu bench seeds mutant-seeds mutation-score class-scale clean
+.PHONY: help setup sandbox build solutions compat demo release autograde feedback export check test test-gpu bench bench-decode seeds mutant-seeds mutation-score class-scale clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -50,8 +55,8 @@ sandbox: ## make sure bubblewrap (bwrap) is here: student code is graded inside 
 build: setup ## regenerate course/ and solutions/ from grader/source/
 	$(PY) -m grader build
 
-solutions: setup ## run every solutions notebook top to bottom and record its outputs (on a GPU when there is one)
-	$(PY) -m grader run-solutions $(if $(LESSON),--lesson $(LESSON),)
+solutions: $(NEEDS_SETUP) ## run each solutions notebook and record its outputs (on a GPU when there is one; LESSON=, LANGUAGE=en|zh)
+	$(PY) -m grader run-solutions $(if $(LESSON),--lesson $(LESSON),) $(if $(LANGUAGE),--language $(LANGUAGE),)
 
 demo: setup ## release, then autograde 3 sample submissions per lesson with real nbgrader; prints a score table
 	$(PY) -m grader demo
@@ -77,11 +82,23 @@ check: setup ## grade one notebook without a gradebook: make check LESSON=… NO
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 $(PYTEST_ARGS)
 
-test-gpu: setup ## the GPU path of the suite (needs a CUDA GPU)
-	$(PY) -m pytest -q --mode gpu -m "not cpu_only" $(PYTEST_ARGS)
+# Two passes: the tests that share the GPU, side by side; then the tests that time kernels (marked `timing`), one at a
+# time with the GPU to themselves. pytest's exit status 5 (no test in a pass of this part) is no failure.
+test-gpu: $(NEEDS_SETUP) ## the suite in GPU mode (needs a CUDA GPU); PART=1/3 runs a third; JUnit XML in $(JUNIT)-*.xml
+	@status=0; \
+	$(PY) -m pytest -v --mode gpu -m "not cpu_only and not timing" -n $(GPU_TEST_JOBS) --dist worksteal -rfEs \
+	  -p no:cacheprovider --durations=15 --junitxml=$(JUNIT)-shared.xml $(if $(PART),--part $(PART),) $(PYTEST_ARGS); \
+	rc=$$?; [ $$rc = 0 -o $$rc = 5 ] || status=1; \
+	$(PY) -m pytest -v --mode gpu -m "not cpu_only and timing" -rfEs -p no:cacheprovider --durations=15 \
+	  --junitxml=$(JUNIT)-alone.xml $(if $(PART),--part $(PART),) $(PYTEST_ARGS); \
+	rc=$$?; [ $$rc = 0 -o $$rc = 5 ] || status=1; \
+	exit $$status
 
-bench: setup ## benchmarks: TFLOP/s against N for every implementation (needs a CUDA GPU)
+bench: $(NEEDS_SETUP) ## benchmarks: TFLOP/s against N for every implementation (needs a CUDA GPU)
 	$(PY) -m benchmarks.bench
+
+bench-decode: $(NEEDS_SETUP) ## lesson 06: GB/s of a decode step over COURSE_SPEC §7's grid, beside SDPA and a read probe (GPU)
+	$(PY) -m benchmarks.bench_decode --out $(or $(OUT),benchmarks/h200/decode)
 
 seeds: setup ## every check of every reference solution 20 times with fresh seeds (MODE=interpreter|structure|gpu)
 	$(PY) tests/fresh_seeds.py --mode $(or $(MODE),interpreter) --repeat 20 --jobs $(TEST_JOBS) \
@@ -91,7 +108,7 @@ mutant-seeds: setup ## every check of every wrong submission 8 times: a verdict 
 	$(PY) tests/fresh_seeds.py --mutants --mode $(or $(MODE),interpreter) --repeat 8 --jobs $(TEST_JOBS) \
 	  --out tests/reports/mutant_seeds_$(or $(MODE),interpreter).txt
 
-mutation-score: setup ## one-token mutants of every reference solution graded like submissions (hours; MODE=gpu ONLY_IDS=file)
+mutation-score: $(NEEDS_SETUP) ## one-token mutants of every reference solution graded like submissions (hours; MODE=gpu ONLY_IDS=file)
 	$(PY) tests/mutation.py --mode $(or $(MODE),interpreter) --jobs $(TEST_JOBS) $(if $(ONLY_IDS),--only-ids $(ONLY_IDS)) \
 	  --out tests/reports/mutation_$(or $(MODE),interpreter).txt \
 	  --survivors-out tests/reports/mutation_$(or $(MODE),interpreter)_survivors.txt

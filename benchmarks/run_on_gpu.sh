@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
-# How the committed GPU results were produced: on a GPU machine with torch and triton but without jupyter or
-# nbgrader (the H200 image), bring the wheels of ../shared/gpu-wheels.txt in .whl/ (COURSE_SPEC §8), then
-#   bash benchmarks/run_on_gpu.sh OUT_DIR [tests|tune|bench|checks|notebooks|seeds|class ...]
-# Each stage writes its log (and results) under OUT_DIR. Stages that time things (tune, bench, checks with their
-# speed check, notebooks) run one at a time so that each has the GPU to itself.
+# Everything the course runs on a GPU machine, by stage, each stage's log (and results) under OUT_DIR:
+#   bash benchmarks/run_on_gpu.sh OUT_DIR STAGE...
+# Stages:
+#   tests[:I/N]       make test-gpu (part I of N): the tests that share the GPU side by side, then the timing tests alone
+#                     (test_gpu_partI.txt, test_gpu_partI-shared.xml, test_gpu_partI-alone.xml)
+#   solutions[:LANG]  make solutions for lessons 03-06 (LANG en or zh; default both): the executed notebooks in
+#                     OUT_DIR/solutions/ (solutions.txt)
+#   decode            lesson 06's decode grid (benchmarks/bench_decode.py): results.json with the decode rows, summary,
+#                     plots (decode.txt and the files it writes)
+#   mutation          the interpreter's surviving mutants graded in gpu mode (mutation_gpu.txt)
+#   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
+#                     a sample class (as before)
+# A machine like the H200 image has torch and triton but neither jupyter nor nbgrader nor a package index: bring the
+# wheels of ../shared/gpu-wheels.txt in .whl/ and bubblewrap in .tools/bin/bwrap (COURSE_SPEC §8); both are carried.
+# Stages that time things run one at a time, so that each has the GPU to itself.
 set -uo pipefail
 OUT=${1:?usage: run_on_gpu.sh OUT_DIR STAGE...}; shift
 mkdir -p "$OUT"
-if [ -d .whl ] && ! python3 -c "import nbgrader" 2>/dev/null; then
+if [ -d /tmp/site/nbgrader ]; then
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+elif [ -d .whl ] && ! python3 -c "import nbgrader" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+if [ -x .tools/bin/bwrap ]; then
+  export FA_BWRAP=$PWD/.tools/bin/bwrap FA_SANDBOX=require  # every check in the sandbox, or an error
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)" | tee -a "$OUT/gpu.txt"
+python3 -c "from grader import sandbox; print('sandbox (gpu mode):', sandbox.status('gpu'))" | tee -a "$OUT/gpu.txt"
+git log --oneline -1 2>/dev/null | sed 's/^/commit /' | tee -a "$OUT/gpu.txt"
 for stage in "$@"; do
   start=$(date +%s)
-  case $stage in
-    tests)      timeout ${TESTS_TIMEOUT:-300} python3 -m pytest -q --mode gpu -n ${JOBS:-12} -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tail -60 > "$OUT/tests.txt" ;;
+  name=${stage%%:*}; arg=${stage#*:}; [ "$arg" = "$stage" ] && arg=
+  case $name in
+    tests)      part=${arg:+_part${arg%%/*}}
+                timeout ${TESTS_TIMEOUT:-560} make test-gpu PY=python3 ${arg:+PART=$arg} JUNIT="$OUT/test_gpu$part" \
+                  2>&1 | tee "$OUT/test_gpu$part.txt" | grep -E "^(FAILED|ERROR)|passed|failed" ;;
+    solutions)  timeout ${SOLUTIONS_TIMEOUT:-580} python3 -m grader run-solutions --out "$OUT/solutions" \
+                  --lesson ${LESSONS:-03_per_query_kernel 04_tiled_kernel_2d 05_flash_attention_v2 06_flash_decoding} \
+                  ${arg:+--language $arg} 2>&1 | tee "$OUT/solutions${arg:+_$arg}.txt" ;;
+    decode)     timeout ${DECODE_TIMEOUT:-150} python3 -m benchmarks.bench_decode --out "$OUT/decode" \
+                  > "$OUT/decode.txt" 2>&1; tail -3 "$OUT/decode.txt" ;;
+    mutation)   timeout ${MUTATION_TIMEOUT:-400} python3 tests/mutation.py --mode gpu --jobs ${JOBS:-8} \
+                  --only-ids tests/reports/mutation_interpreter_survivors.txt --out "$OUT/mutation_gpu.txt" \
+                  --survivors-out "$OUT/mutation_gpu_survivors.txt" > "$OUT/mutation.log" 2>&1; tail -15 "$OUT/mutation.log" ;;
     tune)       timeout ${TUNE_TIMEOUT:-300} python3 benchmarks/tune_lesson05.py ${TUNE_ARGS:-} > "$OUT/tune.txt" 2>&1 ;;
     bench)      timeout ${BENCH_TIMEOUT:-360} python3 -m benchmarks.bench --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1 ;;
     checks)     for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do
@@ -28,10 +56,7 @@ for stage in "$@"; do
                   --out "$OUT/fresh_seeds_gpu.txt" > "$OUT/seeds.log" 2>&1 ;;
     class)      timeout ${CLASS_TIMEOUT:-580} python3 tests/class_scale.py --out /tmp/class --parallel ${JOBS:-10} > "$OUT/class_scale.log" 2>&1
                 cp /tmp/class/class_scale.txt "$OUT/" 2>/dev/null ;;
-    notebooks)  for nb in ${NOTEBOOKS:-03_per_query_kernel 04_tiled_kernel_2d 05_flash_attention_v2}; do
-                  timeout ${NB_TIMEOUT:-240} jupyter nbconvert --to notebook --execute --ExecutePreprocessor.timeout=600 \
-                    --output-dir "$OUT" "solutions/$nb.ipynb" > "$OUT/nb-$nb.log" 2>&1 || echo "FAILED $nb" >> "$OUT/nb-$nb.log"
-                done ;;
+    *)          echo "unknown stage $stage" ;;
   esac
   echo "stage $stage: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"
 done

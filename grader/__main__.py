@@ -3,7 +3,7 @@
   python -m grader check LESSON NOTEBOOK [--mode auto|gpu|interpreter|structure] [--json] [--only ID ...] [--repeat N]
   python -m grader fill LESSON --out PATH
   python -m grader build [--check] [--lesson ID ...]
-  python -m grader run-solutions [--lesson ID ...] [--out DIR]
+  python -m grader run-solutions [--lesson ID ...] [--language en zh] [--out DIR]
   python -m grader translations LESSON [--language zh]
   python -m grader course DIR [--language zh] [--lesson ID ...]
   python -m grader demo
@@ -97,7 +97,7 @@ def cmd_translations(args):
 
 def cmd_run_solutions(args):
     from . import run_solutions
-    run_solutions.main(args.lesson, args.out, args.timeout)
+    run_solutions.main(args.lesson, args.out, args.timeout, args.language)
 
 
 def cmd_demo(args):
@@ -199,6 +199,7 @@ def main(argv=None):
     solutions.add_argument("--lesson", nargs="*", help="only these lessons")
     solutions.add_argument("--out", help="write the executed notebooks here instead of into solutions/")
     solutions.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    solutions.add_argument("--language", nargs="*", help="only these editions (en, zh); default: every one")
     solutions.set_defaults(run=cmd_run_solutions)
     course_folder = dict(default=str(ROOT / "grader"), help="the nbgrader course folder (default: grader/)")
     release = sub.add_parser("release", help="nbgrader generate_assignment of lessons (default: all) in the course")

@@ -29,6 +29,36 @@ def describe_machine(mode):
             "triton": notebook_setup.installed_version("triton"), "python": platform.python_version()}
 
 
+class KernelDiedAtStart(RuntimeError):
+    """The notebook's Jupyter kernel was gone before its first cell ran (seen once on the H200: zmq's "Socket
+    operation on non-socket", then nbclient's `assert self.kc is not None`): nothing of the notebook was tried."""
+
+
+def ran_any_cell(nb):
+    return any(c.get("execution_count") is not None or c.get("outputs") for c in nb.cells if c.cell_type == "code")
+
+
+def run_with_retry(path, timeout=1800, log=print):
+    """`run`, once more if the kernel died before the first cell ran (and saying so)."""
+    try:
+        return run(path, timeout)
+    except KernelDiedAtStart as error:
+        log(f"  {path.name}: the Jupyter kernel died before the first cell ran ({error}); trying once more")
+        return run(path, timeout)
+
+
+def failed_checks(nb):
+    """The visible checks below the stop marker (the reference's) that did not print ✅: each one's first line."""
+    stop = next((i for i, c in enumerate(nb.cells) if "STOP HERE" in c.source), len(nb.cells))
+    found = []
+    for cell in nb.cells[stop:]:
+        if "check" in notebook.tags(cell) and any(line.startswith("check(") for line in cell.source.split("\n")):
+            text = "".join(o.get("text", "") for o in cell.get("outputs", []))
+            if "✅" not in text or "❌" in text:
+                found.append(text.strip().split("\n")[0][:300] or "(no output)")
+    return found
+
+
 def run(path, timeout=1800):
     """Execute one solutions notebook in an empty folder; returns the executed notebook (raises on a cell error)."""
     from nbclient import NotebookClient
@@ -44,6 +74,10 @@ def run(path, timeout=1800):
         try:
             NotebookClient(nb, timeout=timeout, kernel_name="python3",
                            resources={"metadata": {"path": folder}}).execute()
+        except Exception as error:
+            if not ran_any_cell(nb):
+                raise KernelDiedAtStart(f"{type(error).__name__}: {str(error)[-300:]}") from error
+            raise
         finally:
             os.environ.clear()
             os.environ.update(saved)
@@ -64,19 +98,26 @@ def record(nb, machine, seconds):
     return nb
 
 
-def main(lessons=None, out_dir=None, timeout=1800):
+def main(lessons=None, out_dir=None, timeout=1800, languages=None):
+    """Run the solutions of `lessons` (default: all) in the editions `languages` (default: every one); exits non-zero
+    when a notebook fails (a cell raised, or a visible check of the reference did not pass), keeping its old copy."""
     mode, reason = notebook_setup.detect_mode(os.environ.get("FA_GRADING_MODE", "auto"))
     machine = describe_machine(mode)
     print(f"running solutions in {mode} mode on {machine['device']} ({reason})", flush=True)
     failed = []
+    languages = languages or ("en",) + tuple(editions.LANGUAGES)
     paths = [ROOT / "solutions" / f"{lesson}.ipynb" for lesson in lessons or build.lesson_ids()]
-    paths += [p.parent / language / p.name for p in paths for language in editions.LANGUAGES
-              if (p.parent / language / p.name).exists()]  # the editions too (grader/editions.py)
+    paths = [p for p in paths if "en" in languages] + \
+        [p.parent / language / p.name for language in editions.LANGUAGES if language in languages for p in paths
+         if (p.parent / language / p.name).exists()]  # the editions too (grader/editions.py)
     for path in paths:
         lesson = path.relative_to(ROOT / "solutions").with_suffix("").as_posix()
         started = time.time()
         try:
-            nb = run(path, timeout)
+            nb = run_with_retry(path, timeout, log=lambda text: print(text, flush=True))
+            problems = failed_checks(nb)
+            if problems:
+                raise RuntimeError("a visible check of the reference solution did not pass: " + "; ".join(problems))
         except Exception as error:  # a cell raised or timed out: keep the committed notebook as it was
             failed.append(lesson)
             print(f"  {lesson}: FAILED after {time.time() - started:.0f} s: {str(error)[-1500:]}", flush=True)

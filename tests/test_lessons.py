@@ -10,6 +10,12 @@ from tests.conftest import LESSONS
 ALL_MUTANTS = [(lesson, m) for lesson in LESSONS for m in mutants.load(lesson)]
 
 
+def mutant_case(lesson, mutant):
+    """A mutant whose grading runs a speed check is timed on a GPU: marked `timing` (make test-gpu runs it alone)."""
+    timed = {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")} & (mutant.caught_by | mutant.passes)
+    return pytest.param(lesson, mutant, id=f"{lesson}-{mutant.name}", marks=[pytest.mark.timing] if timed else [])
+
+
 def failed(report):
     return {t.id for t in report.tests if not t.passed}
 
@@ -24,11 +30,34 @@ def test_release_scores_zero(lesson, grading_mode):
         assert "is not done" in test.message, test.message  # it names the unfinished TODO
 
 
+def timing_checks(lesson):
+    """The checks that time kernels on a GPU (speed): judged alone on the GPU, never beside other tests."""
+    return {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")}
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_reference_scores_full_marks(lesson, mode, tmp_path):
+    """Every check but the speed checks, which on a GPU run alone (test_reference_is_fast_enough)."""
     path = tmp_path / f"{lesson}.ipynb"
     notebook.write(reference_notebook(lesson), path)
-    report = run_lesson(lesson, path, mode)
+    untimed = {c.id for c in lessons.get(lesson).checks} - timing_checks(lesson)
+    report = run_lesson(lesson, path, mode, only=untimed if mode == "gpu" else None)
+    assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
+
+
+SPEED_LESSONS = [lesson for lesson in LESSONS if timing_checks(lesson)]
+
+
+@pytest.mark.gpu
+@pytest.mark.timing
+@pytest.mark.parametrize("lesson", SPEED_LESSONS)
+def test_reference_is_fast_enough(lesson, mode, tmp_path):
+    """The reference solution against itself: its speed check passes when it has the GPU to itself (make test-gpu
+    runs the timing tests alone, after the others)."""
+    path = tmp_path / f"{lesson}.ipynb"
+    notebook.write(reference_notebook(lesson), path)
+    report = run_lesson(lesson, path, mode, only=timing_checks(lesson))
+    assert {t.id for t in report.tests} == timing_checks(lesson)
     assert report.score == report.max_score > 0, "\n".join(t.message for t in report.tests if not t.passed)
 
 
@@ -53,7 +82,7 @@ def test_the_mutation_suite_is_class_sized():
     assert len(ALL_MUTANTS) >= 40 and all(m.caught_by for _, m in ALL_MUTANTS)
 
 
-@pytest.mark.parametrize("lesson,mutant", ALL_MUTANTS, ids=[f"{l}-{m.name}" for l, m in ALL_MUTANTS])
+@pytest.mark.parametrize("lesson,mutant", [mutant_case(lesson, m) for lesson, m in ALL_MUTANTS])
 def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
     if mutant.gpu_only and mode != "gpu":
         pytest.skip("shows only on a real GPU (make test-gpu)")
