@@ -84,5 +84,13 @@ def test_solutions_show_the_outputs_of_their_current_code(path):
     assert run["code_sha256"] == build.code_fingerprint(nb), f"outputs older than the code: `make solutions LESSON={path.stem}`"
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert any(c.outputs for c in code), "a recorded run with no outputs"
+    outputs = [o for c in code for o in c.outputs]
+    errors = [f"{o.get('ename')}: {o.get('evalue')}" for o in outputs if o.get("output_type") == "error"]
+    assert not errors, f"the recorded run raised: {errors[:3]}"
+    from grader.run_solutions import failed_checks
+    assert not failed_checks(nb), f"a visible check of the reference failed in the recorded run: {failed_checks(nb)}"
+    banner = "".join(o.get("text", "") for o in code[0].outputs) if code else ""
+    assert f"MODE: {run['mode'].upper()}" in banner, f"the set-up cell's banner does not say {run['mode']} mode"
     if path.stem not in RUN_ON_A_CPU:
         assert run["mode"] == "gpu", f"{path.stem}'s plots and timings come from a GPU, not from {run['mode']} mode"
+        assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.stem} shows no plot"

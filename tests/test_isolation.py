@@ -123,6 +123,7 @@ ENDLESS = Mutant("endless_loop", [(PER_QUERY_WRAPPER, PER_QUERY_WRAPPER + "    w
 HANG_BUDGET = {"interpreter": 120, "gpu": 60}  # seconds an endless loop may add to a submission's grading
 
 
+@pytest.mark.timing  # it measures wall time: on a GPU it runs alone (make test-gpu)
 def test_an_endless_loop_costs_a_bounded_time_and_says_why(tmp_path, mode):
     import time
     from grader.__main__ import reference_notebook
@@ -198,3 +199,22 @@ def test_after_a_hang_every_other_call_of_that_function_gets_a_short_limit(monke
         call(scripted_worker([(2.0, {"ok": [1, None, {}]})], mode="interpreter", hangs=hangs))
     quick = scripted_worker([(0.1, {"ok": [3, None, {}]})], mode="interpreter", hangs=hangs)
     assert call(quick) == {"ok": [3, None, {}]}  # a call that returns in time still counts
+
+
+def test_the_worker_reports_each_compile_also_one_that_fails(monkeypatch):
+    """A GPU worker wraps Triton's compile step (JITFunction._do_compile) to tell the judge when it compiles; the
+    wrapper passes results and errors through unchanged."""
+    from triton.runtime.jit import JITFunction
+    from grader import worker
+    events = []
+
+    def compile_step(self, key, *args, **kwargs):
+        if key == "bad":
+            raise ValueError("a kernel that does not compile")
+        return f"kernel for {key}"
+    monkeypatch.setattr(JITFunction, "_do_compile", compile_step)
+    assert worker.Session._hook_compiles(events.append) is True
+    assert JITFunction._do_compile(None, "good") == "kernel for good"
+    with pytest.raises(ValueError, match="does not compile"):
+        JITFunction._do_compile(None, "bad")
+    assert events == ["compiling", "compiled", "compiling", "compiled"]
