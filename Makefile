@@ -82,17 +82,8 @@ check: setup ## grade one notebook without a gradebook: make check LESSON=… NO
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 $(PYTEST_ARGS)
 
-# Two passes: the tests that share the GPU, side by side; then the tests that time kernels (marked `timing`), one at a
-# time with the GPU to themselves. pytest's exit status 5 (no test in a pass of this part) is no failure.
-test-gpu: $(NEEDS_SETUP) ## the suite in GPU mode (needs a CUDA GPU); PART=1/3 runs a third; JUnit XML in $(JUNIT)-*.xml
-	@status=0; \
-	$(PY) -m pytest -v --mode gpu -m "not cpu_only and not timing" -n $(GPU_TEST_JOBS) --dist worksteal -rfEs \
-	  -p no:cacheprovider --durations=15 --junitxml=$(JUNIT)-shared.xml $(if $(PART),--part $(PART),) $(PYTEST_ARGS); \
-	rc=$$?; [ $$rc = 0 -o $$rc = 5 ] || status=1; \
-	$(PY) -m pytest -v --mode gpu -m "not cpu_only and timing" -rfEs -p no:cacheprovider --durations=15 \
-	  --junitxml=$(JUNIT)-alone.xml $(if $(PART),--part $(PART),) $(PYTEST_ARGS); \
-	rc=$$?; [ $$rc = 0 -o $$rc = 5 ] || status=1; \
-	exit $$status
+test-gpu: $(NEEDS_SETUP) ## the suite in GPU mode (needs a CUDA GPU): tests/gpu_suite.sh; PART=1/3 runs a third
+	PY=$(PY) PART=$(PART) JUNIT=$(JUNIT) GPU_TEST_JOBS=$(GPU_TEST_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/gpu_suite.sh
 
 bench: $(NEEDS_SETUP) ## benchmarks: TFLOP/s against N for every implementation (needs a CUDA GPU)
 	$(PY) -m benchmarks.bench

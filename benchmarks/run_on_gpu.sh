@@ -36,7 +36,7 @@ for stage in "$@"; do
   name=${stage%%:*}; arg=${stage#*:}; [ "$arg" = "$stage" ] && arg=
   case $name in
     tests)      part=${arg:+_part${arg%%/*}}
-                timeout ${TESTS_TIMEOUT:-560} make test-gpu PY=python3 ${arg:+PART=$arg} JUNIT="$OUT/test_gpu$part" \
+                PY=python3 PART=$arg JUNIT="$OUT/test_gpu$part" timeout ${TESTS_TIMEOUT:-560} bash tests/gpu_suite.sh \
                   2>&1 | tee "$OUT/test_gpu$part.txt" | grep -E "^(FAILED|ERROR)|passed|failed" ;;
     solutions)  timeout ${SOLUTIONS_TIMEOUT:-580} python3 -m grader run-solutions --out "$OUT/solutions" \
                   --lesson ${LESSONS:-03_per_query_kernel 04_tiled_kernel_2d 05_flash_attention_v2 06_flash_decoding} \
