@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 # A machine without a package index (the H200 image) runs the targets with its own python: make … PY=python3
 NEEDS_SETUP := $(if $(filter $(VENV)/bin/python,$(PY)),setup,)
 # make test-gpu: pytest workers beside each other (each grades with up to 4 GPU worker processes), and JUnit files
-GPU_TEST_JOBS ?= 14
+GPU_TEST_JOBS ?= 12
 JUNIT ?= test_gpu$(if $(PART),_part$(firstword $(subst /, ,$(PART))),)
 # tests run in parallel: each one mostly waits on its own grading worker processes
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)

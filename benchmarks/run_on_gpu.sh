@@ -8,6 +8,7 @@
 #                     OUT_DIR/solutions/ (solutions.txt)
 #   decode            lesson 06's decode grid (benchmarks/bench_decode.py): results.json with the decode rows, summary,
 #                     plots (decode.txt and the files it writes)
+#   waves             lesson 06's GB/s against num_splits around one wave of programs (waves.txt)
 #   mutation          the interpreter's surviving mutants graded in gpu mode (mutation_gpu.txt)
 #   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
 #                     a sample class (as before)
@@ -43,6 +44,7 @@ for stage in "$@"; do
                   ${arg:+--language $arg} 2>&1 | tee "$OUT/solutions${arg:+_$arg}.txt" ;;
     decode)     timeout ${DECODE_TIMEOUT:-150} python3 -m benchmarks.bench_decode --out "$OUT/decode" \
                   > "$OUT/decode.txt" 2>&1; tail -3 "$OUT/decode.txt" ;;
+    waves)      timeout ${WAVES_TIMEOUT:-120} python3 -m benchmarks.lesson06_waves > "$OUT/waves.txt" 2>&1; cat "$OUT/waves.txt" ;;
     mutation)   timeout ${MUTATION_TIMEOUT:-400} python3 tests/mutation.py --mode gpu --jobs ${JOBS:-8} \
                   --only-ids tests/reports/mutation_interpreter_survivors.txt --out "$OUT/mutation_gpu.txt" \
                   --survivors-out "$OUT/mutation_gpu_survivors.txt" > "$OUT/mutation.log" 2>&1; tail -15 "$OUT/mutation.log" ;;

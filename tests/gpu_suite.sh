@@ -10,7 +10,7 @@ PY=${PY:-python3}
 JUNIT=${JUNIT:-test_gpu${PART:+_part${PART%%/*}}}
 PARTS=${PART:+--part $PART}
 status=0
-$PY -m pytest -v --mode gpu -m "not cpu_only and not timing" -n "${GPU_TEST_JOBS:-14}" --dist worksteal -rfEs \
+$PY -m pytest -v --mode gpu -m "not cpu_only and not timing" -n "${GPU_TEST_JOBS:-12}" --dist worksteal -rfEs \
   -p no:cacheprovider --durations=15 --junitxml="$JUNIT-shared.xml" $PARTS ${PYTEST_ARGS:-}
 rc=$?; [ $rc = 0 ] || [ $rc = 5 ] || status=1
 $PY -m pytest -v --mode gpu -m "not cpu_only and timing" -rfEs -p no:cacheprovider --durations=15 \
