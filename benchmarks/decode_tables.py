@@ -41,7 +41,7 @@ def table(rows):
     head = (["Hkv", "B", "N", "lesson 06"] + [f"paged ({p})" for p in pages]
             + ["SDPA flash", "SDPA cuDNN", "÷ flash", "÷ cuDNN", "% of probe"])
     lines = [f"{first['gpu']}, torch {first['torch']}, Triton {first['triton']}, {first['dtype']}, Hq = {first['Hq']}, "
-             f"d = {first["d"]}, Mq = {first["Mq"]}; GB/s; read probe {shown(probe)} GB/s",
+             f"d = {first['d']}, Mq = {first['Mq']}; GB/s; read probe {shown(probe)} GB/s",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for hkv, b, n in points:
         ours = gbps.get(("lesson06", hkv, b, n, None))

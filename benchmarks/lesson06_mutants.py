@@ -25,7 +25,8 @@ def grade(mutant, mode, folder):
     from tests import mutants
     path = mutants.write(LESSON, mutant, Path(folder) / f"{mutant.name}.ipynb")
     started = time.time()
-    report = run_lesson(LESSON, path, mode, only=mutant.caught_by | mutant.passes, timeout=mutant.timeout)
+    caught_by, passes = mutant.expected(mode)
+    report = run_lesson(LESSON, path, mode, only=caught_by | passes, timeout=mutant.timeout)
     failed = {t.id for t in report.tests if not t.passed}
     return mutant, report, failed, time.time() - started
 
@@ -42,8 +43,9 @@ def main(argv=None):
     started, killed, problems = time.time(), 0, []
     with tempfile.TemporaryDirectory() as folder, futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for mutant, report, failed, seconds in pool.map(lambda m: grade(m, args.mode, folder), chosen):
-            missed = sorted(mutant.caught_by - failed)
-            lost = sorted(mutant.passes & failed)
+            caught_by, passes = mutant.expected(args.mode)
+            missed = sorted(caught_by - failed)
+            lost = sorted(passes & failed)
             ok = not missed and not lost
             killed += ok
             verdict = "KILLED  " if ok else "SURVIVED"

@@ -31,7 +31,7 @@ fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, triton, numpy; print('torch', torch.__version__, 'triton', triton.__version__, 'numpy', numpy.__version__)" | tee -a "$OUT/gpu.txt"
 python3 -c "from grader import sandbox; print('sandbox (gpu mode):', sandbox.status('gpu'))" | tee -a "$OUT/gpu.txt"
-git log --oneline -1 2>/dev/null | sed 's/^/commit /' | tee -a "$OUT/gpu.txt"
+[ -n "${FA_COMMIT:-}" ] && echo "commit $FA_COMMIT" | tee -a "$OUT/gpu.txt"  # the copy on a device machine may have no .git
 for stage in "$@"; do
   start=$(date +%s)
   name=${stage%%:*}; arg=${stage#*:}; [ "$arg" = "$stage" ] && arg=

@@ -94,3 +94,20 @@ def test_solutions_show_the_outputs_of_their_current_code(path):
     if path.stem not in RUN_ON_A_CPU:
         assert run["mode"] == "gpu", f"{path.stem}'s plots and timings come from a GPU, not from {run['mode']} mode"
         assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.stem} shows no plot"
+
+
+def test_the_readmes_decode_table_is_made_from_results_json():
+    """Lesson 06's table in both READMEs is generated (benchmarks/decode_tables.py) from the decode rows of
+    benchmarks/results.json, which hold every point of COURSE_SPEC §7's decode grid."""
+    from benchmarks import decode_tables
+    rows = decode_tables.decode_rows()
+    grid = {(hkv, b, n) for hkv in (8, 32) for b in (1, 8, 32) for n in (4096, 16384, 65536, 131072) if b * n <= 2 << 20}
+    for impl in ("lesson06", "sdpa-flash", "sdpa-cudnn"):
+        assert {(r["Hkv"], r["B"], r["N"]) for r in rows if r["impl"] == impl} == grid, impl
+    for page in (16, 256):
+        assert {(r["Hkv"], r["B"], r["N"]) for r in rows if r["impl"] == "lesson06-paged" and r["page_size"] == page} == grid
+    assert sum(r["impl"] == "read-probe" for r in rows) == 1
+    new_table = decode_tables.table(rows)
+    for path in decode_tables.READMES:
+        text = path.read_text(encoding="utf-8")
+        assert decode_tables.rewrite(text, new_table) == text, f"{path.name}: run `python -m benchmarks.decode_tables`"

@@ -36,14 +36,14 @@ def test_two_shards_give_the_same_gradebook_as_one_run(tmp_path):
     assert (two / "autograded" / "cy" / lesson / f"{lesson}.ipynb").exists()
 
 
-def test_a_regrade_draws_the_same_inputs_and_an_edit_draws_new_ones(tmp_path):
+def test_a_regrade_draws_the_same_inputs_and_an_edit_draws_new_ones(tmp_path, mode):
     """Inputs are random but seeded by the submission's code: regrading a notebook cannot change its score."""
     lesson = "00_setup"
     bug = next(m for m in mutants.load(lesson) if m.name == "contiguous_row_stride")
     path = mutants.write(lesson, bug, tmp_path / "bug.ipynb")
 
     def seed_of_failure():
-        [test] = run_lesson(lesson, path, "interpreter", only={"softmax_strided"}).tests
+        [test] = run_lesson(lesson, path, mode, only={"softmax_strided"}).tests
         assert not test.passed, test.message
         return int(re.search(r"\(seed (\d+)\)", test.message).group(1))
 

@@ -12,7 +12,8 @@ ALL_MUTANTS = [(lesson, m) for lesson in LESSONS for m in mutants.load(lesson)]
 
 def mutant_case(lesson, mutant):
     """A mutant whose grading runs a speed check is timed on a GPU: marked `timing` (make test-gpu runs it alone)."""
-    timed = {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")} & (mutant.caught_by | mutant.passes)
+    caught_by, passes = mutant.expected("gpu")
+    timed = {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")} & (caught_by | passes)
     return pytest.param(lesson, mutant, id=f"{lesson}-{mutant.name}", marks=[pytest.mark.timing] if timed else [])
 
 
@@ -87,12 +88,13 @@ def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
     if mutant.gpu_only and mode != "gpu":
         pytest.skip("shows only on a real GPU (make test-gpu)")
     path = mutants.write(lesson, mutant, tmp_path / f"{lesson}.ipynb")
-    report = run_lesson(lesson, path, mode, only=mutant.caught_by | mutant.passes, timeout=mutant.timeout)
+    caught_by, passes = mutant.expected(mode)
+    report = run_lesson(lesson, path, mode, only=caught_by | passes, timeout=mutant.timeout)
     messages = "\n".join(t.message for t in report.tests)
     for test in report.tests:  # whatever the submission printed or raised, a message stays readable
         assert len(test.message) < 4000, f"{mutant.name}: a message of {len(test.message)} characters"
-    assert mutant.caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
-    assert not (mutant.passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
+    assert caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
+    assert not (passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
     assert report.score < report.max_score
 
 

@@ -25,6 +25,15 @@ class Mutant:
     gpu_only: bool = False  # needs a real GPU to show (e.g. an illegal memory access)
     passes: set = field(default_factory=set)  # checks that must still pass (isolation)
     timeout: float = None  # a shorter time limit per check (for mutants that hang)
+    # where a GPU sees the mistake differently (a kernel the interpreter runs but the compiler rejects fails every
+    # check that launches it there): {"caught_by": …, "passes": …} in gpu mode
+    on_gpu: dict = None
+
+    def expected(self, mode):
+        """(caught_by, passes) in `mode`."""
+        if mode == "gpu" and self.on_gpu:
+            return set(self.on_gpu.get("caught_by", self.caught_by)), set(self.on_gpu.get("passes", self.passes))
+        return set(self.caught_by), set(self.passes)
 
 
 def load(lesson_id):

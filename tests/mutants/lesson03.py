@@ -57,7 +57,8 @@ MUTANTS = [
     Mutant("int_loop_state",
            [("l_i = tl.full([], 0.0, dtype=tl.float32)", "l_i = 0")],
            {"compiles"}, "l_i starts as an int: the interpreter accepts it, the compiler rejects the type change",
-           passes={"basic"}),
+           passes={"basic"},
+           on_gpu={"caught_by": {"compiles", "basic"}, "passes": set()}),  # on a GPU no launch compiles
     Mutant("keys_counted_by_queries",
            [("out.stride(0), N, d,", "out.stride(0), M, d,")],
            {"m_ne_n"}, "passes the number of queries M where the kernel needs the number of keys N",

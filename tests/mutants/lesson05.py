@@ -30,7 +30,9 @@ MUTANTS = [
            {"forward_ragged", "forward_causal"},
            "the hint's old `qk -= m_ij` typed literally in the masked stage: with square tiles it runs and subtracts "
            "each column's max; with BLOCK_M ≠ BLOCK_N it is a shape error",
-           passes={"forward", "backward_causal"}),
+           passes={"forward", "backward_causal"},
+           # a GPU's forward tiles are never square: the forward kernel does not compile, whatever the lengths
+           on_gpu={"caught_by": {"forward", "forward_ragged", "forward_causal"}, "passes": {"backward_causal"}}),
     Mutant("ragged_keys_not_masked",
            [("keep = cols[None, :] < N_CTX\n            if CAUSAL", "keep = cols[None, :] >= 0\n            if CAUSAL")],
            {"forward_ragged"}, "the masked stage forgets keys past N_CTX: they load as 0 and still add 2^(0 − m) to l_i",
