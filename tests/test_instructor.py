@@ -176,6 +176,9 @@ def test_the_readmes_instructor_commands_grade_a_class(tmp_path):
     outputs = {}
     for lesson in ("00_setup", "03_per_query_kernel"):
         outputs[lesson] = run_block(lines, repo, lesson, env)
+        released = notebook.read(course / "release" / lesson / f"{lesson}.ipynb")
+        assert not any("solution-notes" in notebook.tags(c) or "About the solution" in c.source for c in released.cells)
+        assert released.cells == notebook.read(release_path(lesson)).cells  # what to hand out: course/ is the same
         record = classroom.GradingRecord(course).rows(lesson)
         scores = classroom.scores(course)
         top = scores[(lesson, "ada")][1]
