@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 from . import notebook, notebook_setup, sandbox
@@ -42,25 +43,33 @@ def cmd_check(args):
     lessons.get(args.lesson)  # a clear error for an unknown lesson before anything else
     if not Path(args.notebook).exists():
         sys.exit(f"no such notebook: {args.notebook}")
+    from . import classroom
+    problem = classroom.inspect_notebook(args.notebook, args.lesson)
+    if problem:  # what make autograde would say of it: not graded, and why
+        sys.exit(f"not graded: {problem}")
     mode, reason = notebook_setup.detect_mode(args.mode)
     if not args.json:
         print(f"Grading {args.notebook} as {args.lesson} — mode: {mode} ({reason})")
         print("Sandbox: " + (sandbox.warning(mode=mode) or "on (bubblewrap): student code cannot read the course's files"))
+    shown = threading.Lock()
 
-    def show(result):
-        if not args.json:
-            mark = "✅" if result.passed else "❌"
-            print(f"{mark} {result.id:<28} {result.points:g}/{result.max_points:g}  {result.message}", flush=True)
+    def show_done(result):  # checks finish in any order: a line on stderr each, the results in order at the end
+        with shown:
+            print(f"   {result.id}: {'passed' if result.passed else 'failed'}", file=sys.stderr, flush=True)
 
     def show_progress(check_id, run, runs, failed):  # --repeat N: a line per run, on stderr, so --json stays clean
-        print(f"   {check_id}: run {run} of {runs} done, {failed} failed", file=sys.stderr, flush=True)
+        with shown:
+            print(f"   {check_id}: run {run} of {runs} done, {failed} failed", file=sys.stderr, flush=True)
 
-    report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None, log=show,
+    report = run_lesson(args.lesson, args.notebook, mode, only=set(args.only or ()) or None,
+                        log=None if args.json else show_done,
                         repeat=args.repeat, progress=show_progress if args.repeat > 1 else None)
     if args.json:
         print(json.dumps(report.as_json(), indent=1, ensure_ascii=False))
-    else:
-        print(f"Score: {report.score:g} / {report.max_score:g} (mode: {mode})")
+        return
+    for result in report.tests:  # in the lesson's order
+        print(f"{'✅' if result.passed else '❌'} {result.id:<28} {result.points:g}/{result.max_points:g}  {result.message}")
+    print(f"Score: {report.score:g} / {report.max_score:g} (mode: {mode})")
 
 
 def cmd_fill(args):

@@ -232,13 +232,20 @@ def _lessons_graded_cells():
 
 def inspect_submission(course, lesson, student):
     """None when the submission can be graded, else why not, in words for the instructor and the student."""
-    import nbformat
     path = submission_path(course, lesson, student)
     if not path.exists():
         others = sorted(p.name for p in path.parent.glob("*.ipynb"))
         return (f"there is no {lesson}.ipynb in submitted/{student}/{lesson}/" +
                 (f" (it holds {', '.join(others)}): the notebook must keep the name it was released with"
                  if others else ": nothing was handed in"))
+    return inspect_notebook(path, lesson)
+
+
+def inspect_notebook(path, lesson):
+    """None when the notebook at `path` can be graded as `lesson`, else why not (`make autograde` and `grader check`
+    give the same answer)."""
+    import nbformat
+    path = Path(path)
     size = path.stat().st_size
     if size > MAX_NOTEBOOK_BYTES:
         return (f"the notebook is {size / 2**20:,.0f} MB, more than the {MAX_NOTEBOOK_BYTES / 2**20:.0f} MB a "
@@ -464,8 +471,9 @@ def autograde_class(course, lesson, jobs=1, gpus=None, force=False, log=print):
 
 # ── grades out: a CSV for the instructor's spreadsheet or LMS ───────────────────────────────────────────────
 def export(course, out):
-    """One row per student: id and name, then for each lesson its score, maximum, mode and status (graded, or why
-    not), then the points of each of its checks. Returns the number of students."""
+    """One row per student: id and name, then for each lesson its score, maximum, mode, status (graded, not graded,
+    grading failed, not handed in) and the reason of a status other than graded, then the points of each of its
+    checks. Returns the number of students."""
     from nbgrader.api import Gradebook, MissingEntry
     record = GradingRecord(course).rows()
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
@@ -474,7 +482,7 @@ def export(course, out):
         ids = sorted({s.id for s in gb.students} | {student for (_, student) in record})
         header = ["student_id", "first_name", "last_name", "email"]
         for lesson in lessons_:
-            header += [lesson, f"{lesson} max", f"{lesson} mode", f"{lesson} status"]
+            header += [lesson, f"{lesson} max", f"{lesson} mode", f"{lesson} status", f"{lesson} reason"]
             header += [f"{lesson}:{name.removeprefix('test_')}" for name in checks[lesson]]
         rows = []
         for student in ids:
@@ -490,11 +498,11 @@ def export(course, out):
                 except MissingEntry:
                     sub = None
                 if sub is None or (kept and kept["status"] != GRADED):
-                    status = f"{kept['status']}: {kept['reason']}" if kept else "not handed in"
-                    row += ["", gb.find_assignment(lesson).max_score, "", status] + [""] * len(checks[lesson])
+                    status, reason = (kept["status"], kept["reason"]) if kept else ("not handed in", "")
+                    row += ["", gb.find_assignment(lesson).max_score, "", status, reason] + [""] * len(checks[lesson])
                     continue
                 points = {g.name: g.score for nb in sub.notebooks for g in nb.grades}
-                row += [sub.score, sub.max_score, kept["mode"] if kept else "", GRADED]
+                row += [sub.score, sub.max_score, kept["mode"] if kept else "", GRADED, ""]
                 row += [points.get(name, "") for name in checks[lesson]]
             rows.append(row)
     Path(out).parent.mkdir(parents=True, exist_ok=True)

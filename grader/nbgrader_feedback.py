@@ -5,7 +5,8 @@ course's long set-up and check-helper cells in full. This module keeps nbgrader'
 
   - the contents list and the heading of each graded cell name the check (✅ or ❌, its title, its score);
   - the set-up, check-helper and install cells are folded into a closed <details> element;
-  - the header says which mode (gpu / interpreter / structure) graded the notebook.
+  - the header says which mode (gpu / interpreter / structure) graded the notebook;
+  - a graded cell shows its heading comment, not the hidden test's call into the grader.
 
 How: `configure(c)` (called from nbgrader_config.py) appends the preprocessor `CourseFeedback` to nbgrader's own
 feedback preprocessors (GetGrades first, so the scores are known), and points the HTMLExporter of GenerateFeedback
@@ -20,6 +21,8 @@ from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
+
+from .nbgrader_plugins import HIDDEN_TESTS
 
 # Not grader/feedback/: that is nbgrader's output folder (the pages it writes) when the course folder is grader/,
 # git-ignored and removed by `make clean`.
@@ -141,6 +144,8 @@ class CourseFeedback(Preprocessor):
             if _is_test(cell):
                 summary = check_summary(cell)
                 cell.metadata["course_feedback"] = summary
+                # the page shows the check's heading comment, not the hidden test's call into the grader
+                cell.source = HIDDEN_TESTS.sub("", cell.source).rstrip()
                 if summary["mode"] and summary["mode"] not in modes:
                     modes.append(summary["mode"])
             elif cell.cell_type == "code" and not meta.get("solution") and not meta.get("grade"):

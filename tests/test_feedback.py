@@ -178,6 +178,7 @@ def test_feedback_page_names_checks_folds_the_course_code_and_says_the_mode(tmp_
         assert problems == {"naming": [], "folding": [], "mode": [], "content": []}, (student, problems)
         marks = [text[0] for _, text in page.toc if text[:1] in "✅❌"]
         assert marks == (["❌"] * 6 if student == "bob" else ["✅"] * 6), (student, page.toc)
+        assert "BEGIN HIDDEN TESTS" not in page.visible and "grader.hidden" not in page.visible, student
     _, chen = all_problems(course, "chen", mode, "zh")
     assert "设置单元格" in chen.visible and "评分模式" in chen.header
 

@@ -206,7 +206,9 @@ def test_the_readmes_instructor_commands_grade_a_class(tmp_path):
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     assert set(rows) == set(CLASS)
     assert rows["ada"]["03_per_query_kernel"] == rows["ada"]["03_per_query_kernel max"] == "10.0"
-    assert rows["cy"]["03_per_query_kernel"] == "" and rows["cy"]["03_per_query_kernel status"].startswith("not graded")
+    assert rows["cy"]["03_per_query_kernel"] == "" and rows["cy"]["03_per_query_kernel status"] == "not graded"
+    assert "not a valid notebook" in rows["cy"]["03_per_query_kernel reason"]
+    assert rows["ada"]["03_per_query_kernel status"] == "graded" and rows["ada"]["03_per_query_kernel reason"] == ""
     assert rows["ada"]["03_per_query_kernel:basic"] == "1.0" and rows["eve"]["00_setup:softmax_ragged"] == "0.0"
     assert not (course / ".shards").exists()
     (tmp_path / "autograde_03.txt").write_text(outputs["03_per_query_kernel"])
