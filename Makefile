@@ -82,7 +82,7 @@ check: setup ## grade one notebook without a gradebook: make check LESSON=… NO
 test: setup ## the whole suite (CPU: interpreter + structure modes); what CI runs
 	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal --durations=15 $(PYTEST_ARGS)
 
-test-gpu: $(NEEDS_SETUP) ## the suite in GPU mode (needs a CUDA GPU): tests/gpu_suite.sh; PART=1/3 runs a third
+test-gpu: $(NEEDS_SETUP) ## the suite in GPU mode (needs a CUDA GPU): tests/gpu_suite.sh; PART=1/4 runs a quarter
 	PY=$(PY) PART=$(PART) JUNIT=$(JUNIT) GPU_TEST_JOBS=$(GPU_TEST_JOBS) PYTEST_ARGS="$(PYTEST_ARGS)" bash tests/gpu_suite.sh
 
 bench: $(NEEDS_SETUP) ## benchmarks: TFLOP/s against N for every implementation (needs a CUDA GPU)

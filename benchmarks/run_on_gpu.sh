@@ -18,11 +18,13 @@
 set -uo pipefail
 OUT=${1:?usage: run_on_gpu.sh OUT_DIR STAGE...}; shift
 mkdir -p "$OUT"
-if [ -d /tmp/site/nbgrader ]; then
-  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-elif [ -d .whl ] && ! python3 -c "import nbgrader" 2>/dev/null; then
+# pip --target puts the wheels' data files (nbconvert's HTML templates, which nbgrader's feedback needs) in
+# /tmp/site/share/jupyter, where Jupyter looks only when JUPYTER_PATH says so.
+if [ ! -d /tmp/site/nbgrader ] && [ -d .whl ] && ! python3 -c "import nbgrader" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+fi
+if [ -d /tmp/site/nbgrader ]; then
+  export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH JUPYTER_PATH=/tmp/site/share/jupyter
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 if [ -x .tools/bin/bwrap ]; then

@@ -311,6 +311,21 @@ def cell_and_line(program, lineno, language="en"):
     return words["line"].format(line=lineno)
 
 
+def compiled_line(error, session):
+    """The learner's line that a Triton CompilationError points at. Compiling for a GPU raises it from the launch,
+    so no frame of the traceback is in the kernel: the error carries the kernel's source (from its `def`) and the
+    AST node, whose line counts from that `def`; find that source in the learner's program."""
+    src, node = getattr(error, "src", None), getattr(error, "node", None)
+    if not (session and isinstance(src, str) and src.strip() and isinstance(getattr(node, "lineno", None), int)):
+        return None
+    for filename, program in session.programs.items():
+        start = program.find(src)
+        if start >= 0 and 0 < node.lineno <= src.count("\n") + 1:
+            lineno = program.count("\n", 0, start) + node.lineno
+            return traceback.FrameSummary(filename, lineno, "", line=src.split("\n")[node.lineno - 1])
+    return None
+
+
 def describe(error, session):
     """The error and the last frames of it that are in the learner's own cells (not the grader's, not Triton's). An
     error inside a kernel run by the interpreter arrives as the cause of Triton's own error: its frames count too."""
@@ -324,6 +339,9 @@ def describe(error, session):
         frames += [f for f in traceback.extract_tb(link.__traceback__)
                    if session and f.filename in session.programs and (f.filename, f.lineno) not in
                    {(g.filename, g.lineno) for g in frames}]
+    for f in filter(None, (compiled_line(link, session) for link in chain)):
+        if (f.filename, f.lineno) not in {(g.filename, g.lineno) for g in frames}:
+            frames.append(f)
     words = WORDS.get(session.language if session else "en", WORDS["en"])
     where = "".join("  " + words["where"].format(where=session.where(f.filename, f.lineno), code=(f.line or "").strip())
                     + "\n" for f in frames[-3:])
