@@ -9,6 +9,12 @@ sys.path.insert(0, str(ROOT))
 LESSONS = sorted(p.name for p in (ROOT / "grader" / "source").iterdir() if p.is_dir())
 
 
+def timing_checks(lesson):
+    """The checks that time kernels on a GPU (speed): judged alone on the GPU, never beside other tests."""
+    from grader import lessons
+    return {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")}
+
+
 def pytest_addoption(parser):
     parser.addoption("--mode", default=os.environ.get("FA_TEST_MODE", "interpreter"),
                      help="grading mode for the lesson tests: interpreter (CPU, default) or gpu")

@@ -5,7 +5,7 @@ from grader import lessons, notebook
 from grader.__main__ import reference_notebook, release_path
 from grader.harness import ROOT, run_lesson
 from tests import mutants
-from tests.conftest import LESSONS
+from tests.conftest import LESSONS, timing_checks
 
 ALL_MUTANTS = [(lesson, m) for lesson in LESSONS for m in mutants.load(lesson)]
 
@@ -13,7 +13,7 @@ ALL_MUTANTS = [(lesson, m) for lesson in LESSONS for m in mutants.load(lesson)]
 def mutant_case(lesson, mutant):
     """A mutant whose grading runs a speed check is timed on a GPU: marked `timing` (make test-gpu runs it alone)."""
     caught_by, passes = mutant.expected("gpu")
-    timed = {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")} & (caught_by | passes)
+    timed = timing_checks(lesson) & (caught_by | passes)
     return pytest.param(lesson, mutant, id=f"{lesson}-{mutant.name}", marks=[pytest.mark.timing] if timed else [])
 
 
@@ -29,11 +29,6 @@ def test_release_scores_zero(lesson, grading_mode):
     assert report.score == 0, [t.message for t in report.tests if t.passed]
     for test in report.tests:
         assert "is not done" in test.message, test.message  # it names the unfinished TODO
-
-
-def timing_checks(lesson):
-    """The checks that time kernels on a GPU (speed): judged alone on the GPU, never beside other tests."""
-    return {c.id for c in lessons.get(lesson).checks if c.id.startswith("speed")}
 
 
 @pytest.mark.parametrize("lesson", LESSONS)

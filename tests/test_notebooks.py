@@ -14,10 +14,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader import lessons
 from grader.__main__ import release_path
 from grader.harness import ROOT, source_path
-from tests.conftest import LESSONS
+from tests.conftest import LESSONS, timing_checks
 
 
 def execute(path, cwd, with_grader, skip_demos=False):
@@ -89,7 +88,7 @@ def test_solutions_run_and_reference_passes_its_checks(lesson, tmp_path, mode):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_source_runs_and_its_hidden_tests_pass(lesson, tmp_path, mode):
     """The source notebook without its demos (the solutions run those), then its hidden test cells, which grade it."""
-    if mode == "gpu" and any(c.id.startswith("speed") for c in lessons.get(lesson).checks):
+    if mode == "gpu" and timing_checks(lesson):
         pytest.skip("gpu mode: the hidden cells would time the speed check beside other tests; "
                     "test_lessons.py grades the same code (test_reference_scores_full_marks, and "
                     "test_reference_is_fast_enough alone on the GPU), and lessons 00-03 run this path here")
