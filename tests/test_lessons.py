@@ -1,4 +1,6 @@
 """Every graded exercise: the release scores 0, the reference scores full marks, wrong kernels lose points."""
+import re
+
 import pytest
 
 from grader import lessons, notebook
@@ -90,6 +92,8 @@ def test_wrong_submission_loses_points(lesson, mutant, mode, tmp_path):
         assert len(test.message) < 4000, f"{mutant.name}: a message of {len(test.message)} characters"
     assert caught_by <= failed(report), f"{mutant.name} ({mutant.why}) was not caught:\n{messages}"
     assert not (passes & failed(report)), f"{mutant.name} cost points it should not:\n{messages}"
+    blamed = [n for n in mutant.not_blamed if re.search(rf"TODO {n}\b", messages)]
+    assert not blamed, f"{mutant.name} ({mutant.why}): a message blames TODO {blamed}, which is right:\n{messages}"
     assert report.score < report.max_score
 
 

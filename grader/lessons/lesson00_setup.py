@@ -71,9 +71,9 @@ def softmax_fp16(ctx):
         expect_softmax(ctx, ctx.randn(*shape, dtype=torch.float16, scale=3.0))
 
 
-@lesson.check(1, "softmax_kernel compiles for sm_80 and sm_90 GPUs", needs=NEEDS,
-              modes=("gpu", "interpreter", "structure"), compile_only=True,
-              zh="softmax_kernel 能为 sm_80 和 sm_90 GPU 编译")
+@lesson.check(1, "softmax_kernel compiles with Triton's compiler for a real GPU (sm_80 and sm_90), even on a "
+                 "machine without one", needs=NEEDS, modes=("gpu", "interpreter", "structure"), compile_only=True,
+              zh="softmax_kernel 能用 Triton 的编译器为真实的 GPU（sm_80 和 sm_90）编译，即使所在机器没有 GPU")
 def softmax_compiles(ctx):
     for dtype in ("fp32", "fp16"):
         signature = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", "in_row_stride": "i32",

@@ -71,17 +71,23 @@ def softmax_hint(ctx, x, dim, out):
     finite = torch.isfinite(x)
     masked = ~finite.any(dim=dim, keepdim=True).expand_as(x)  # slices that are entirely -inf
     if torch.isnan(out[masked]).any():
-        return ctx.t(". A slice that is entirely -inf gave NaN: its max is -inf and -inf - (-inf) is NaN; "
-                     "this lesson's rule is that such a slice gives 0s (TODO 2)",
-                     "。一个全为 -inf 的切片得到了 NaN：它的最大值是 -inf，而 -inf - (-inf) 是 NaN；"
-                     "本课的规则是这样的切片给出全 0（TODO 2）")
+        # Two steps make such a slice 0s, and from the output alone one cannot tell which is missing: the guard of
+        # its max (TODO 2) and the clamp of its sum (TODO 3) both leave NaN. Name both, each with what it does.
+        return ctx.t(". A slice that is entirely -inf gave NaN; this lesson's rule is that such a slice gives 0s. "
+                     "Two steps give them: its max, -inf, must become 0 (TODO 2; else x - m is -inf - (-inf) = NaN), "
+                     "and its sum, then 0, must be raised to at least 1 before dividing (TODO 3; else 0/0 = NaN)",
+                     "。一个全为 -inf 的切片得到了 NaN；本课的规则是这样的切片给出全 0。要做到这一点需要两步："
+                     "它的最大值 -inf 必须换成 0（TODO 2；否则 x - m 是 -inf - (-inf) = NaN），"
+                     "而它的和（这时是 0）在做除法之前必须提高到至少 1（TODO 3；否则 0/0 = NaN）")
     if torch.isnan(out).any() or torch.isinf(out).any():
         big = x[finite].abs().max().item() if finite.any() else 0.0
         if big > 80:
+            # the max is computed in TODO 1 and subtracted in TODO 3: the output cannot say which one is off
             return ctx.t(f". The inputs reach ±{big:.3g}, and exp() overflows float32 above 88 (float16 above 11): "
-                         "subtract the max of each slice before exponentiating (TODO 1)",
+                         "subtract the max of each slice before exponentiating (m is that max along `dim`, TODO 1; "
+                         "the exponent is x - m, TODO 3)",
                          f"。输入的数值达到 ±{big:.3g}，而 exp() 在 float32 下超过 88（float16 下超过 11）就会溢出："
-                         "取指数之前，先减去每个切片的最大值（TODO 1）")
+                         "取指数之前，先减去每个切片的最大值（m 是沿 `dim` 的最大值，TODO 1；指数是 x - m，TODO 3）")
     if x.dim() > 1 and dim % x.dim() != x.dim() - 1:
         wrong = softmax_reference(x, -1).to(out.dtype)
         if mismatch(out, wrong, atol=2e-3, rtol=2e-3) is None:
@@ -225,8 +231,30 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, note=""):
     try:
         ctx.expect_close(out, exact, same_precision=same, what=what)
     except CheckFailed as failure:
-        atol = max(2e-3 if q.dtype != torch.float32 else 1e-4, 4 * (same.double() - exact).abs().max().item())
-        raise CheckFailed(f"{failure}{attention_hint(ctx, out, q, k, v, causal, sm_scale, atol)}") from None
+        # naive_attention rests on the student's stable_softmax: name a TODO of naive_attention only once the
+        # softmax is right on the scores this call makes (a softmax along the wrong dim looks like TODO 6's mistake)
+        hint = softmax_of_scores_problem(ctx, q, k, causal, sm_scale)
+        if not hint:
+            atol = max(2e-3 if q.dtype != torch.float32 else 1e-4, 4 * (same.double() - exact).abs().max().item())
+            hint = attention_hint(ctx, out, q, k, v, causal, sm_scale, atol)
+        raise CheckFailed(f"{failure}{hint}") from None
+
+
+def softmax_of_scores_problem(ctx, q, k, causal, sm_scale):
+    """"" when the student's stable_softmax is right on the (masked) scores of this call, in q's dtype, along the
+    last dim; else a sentence that sends the student to stable_softmax, naming none of naive_attention's TODOs."""
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    scores = (q.double() @ k.double().transpose(-2, -1)) * scale
+    if causal:
+        scores = scores.masked_fill(causal_mask(q.shape[-2], k.shape[-2]).to(q.device), NEG_INF)
+    try:
+        expect_softmax(ctx, scores.to(q.dtype), dim=-1)
+    except CheckFailed as failure:
+        return ctx.t(f". Your stable_softmax is wrong on the scores of this call, so naive_attention cannot be right "
+                     f"yet; fix stable_softmax first (its checks tell more): {failure}",
+                     f"。你的 stable_softmax 在这次调用的分数上就已经不对，所以 naive_attention 还不可能正确；"
+                     f"请先修好 stable_softmax（它的检查会说得更具体）：{failure}")
+    return ""
 
 
 def qkv(ctx, q_shape, n_keys, dtype=torch.float32):

@@ -28,6 +28,9 @@ class Mutant:
     # where a GPU sees the mistake differently (a kernel the interpreter runs but the compiler rejects fails every
     # check that launches it there): {"caught_by": …, "passes": …} in gpu mode
     on_gpu: dict = None
+    # TODOs the messages must not blame (issue 23): a mistake in TODO 5 that makes the output NaN must not be
+    # reported as "TODO 2 should stop the loop at `hi`"; each entry is a TODO number
+    not_blamed: set = field(default_factory=set)
 
     def expected(self, mode):
         """(caught_by, passes) in `mode`."""
