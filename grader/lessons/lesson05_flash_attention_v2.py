@@ -6,7 +6,9 @@ One part per check (COURSE_SPEC §5: one mistake costs the points of the check n
   its base-2 log-sum-exp); only `forward_ragged` and `forward_causal` use lengths that are not multiples of the blocks;
 - the backward checks call `attention_backward` (the three backward kernels) directly, with `o` and the log-sum-exp
   computed here in float64, as a correct forward saves them, so that a wrong forward never costs backward points;
-  `backward_dkdv` judges dK and dV, `backward_dq` judges dQ, and every message reports all three;
+  `backward_dkdv` judges dK and dV, `backward_dq` judges dQ, and every message reports all three; dK and dQ depend on
+  the delta pre-pass (TODO 6) and dV does not, so when dV is right and dK or dQ is wrong, a second run with o = 0
+  (where delta must be 0) says whether delta is to blame before a message names the kernels' own TODOs;
 - `autograd` judges the glue alone: `flash_attention` must give what `attention_forward` and `attention_backward` give
   on the same inputs (sm_scale and causal passed through);
 - the causal checks use lengths N whose residues modulo the interpreter's (and the GPU's) BLOCK_M and BLOCK_N cover
@@ -203,15 +205,49 @@ def forward_dtypes(ctx):
 
 
 # ── the backward, through attention_backward ────────────────────────────────────────────────────────
-BACKWARD_PARTS = {"dk": "dK (`_attn_bwd_dkdv`, TODOs 7–9)", "dv": "dV (`_attn_bwd_dkdv`, TODOs 7–8)",
-                  "dq": "dQ (`_attn_bwd_dq`, TODOs 10–12)"}
-BACKWARD_PARTS_ZH = {"dk": "dK（`_attn_bwd_dkdv`，TODO 7–9）", "dv": "dV（`_attn_bwd_dkdv`，TODO 7–8）",
-                     "dq": "dQ（`_attn_bwd_dq`，TODO 10–12）"}
+# Each TODO named on its own ("TODO 7, TODO 8"), so that a message says exactly which TODOs it suspects.
+BACKWARD_PARTS = {"dk": "dK (`_attn_bwd_dkdv`: TODO 7, TODO 8, TODO 9)", "dv": "dV (`_attn_bwd_dkdv`: TODO 7, TODO 8)",
+                  "dq": "dQ (`_attn_bwd_dq`: TODO 10, TODO 11, TODO 12)"}
+BACKWARD_PARTS_ZH = {"dk": "dK（`_attn_bwd_dkdv`：TODO 7、TODO 8、TODO 9）", "dv": "dV（`_attn_bwd_dkdv`：TODO 7、TODO 8）",
+                     "dq": "dQ（`_attn_bwd_dq`：TODO 10、TODO 11、TODO 12）"}
+KERNEL_OF = {"dk": "dK (`_attn_bwd_dkdv`)", "dv": "dV (`_attn_bwd_dkdv`)", "dq": "dQ (`_attn_bwd_dq`)"}
+KERNEL_OF_ZH = {"dk": "dK（`_attn_bwd_dkdv`）", "dv": "dV（`_attn_bwd_dkdv`）", "dq": "dQ（`_attn_bwd_dq`）"}
+
+
+def _gradients_without_delta(q, k, v, causal, sm_scale, dtype, dout):
+    """[dq, dk] of attention with delta = 0, in `dtype`: dS = P ∘ dP. What attention_backward must return when it is
+    handed o = 0, since its pre-pass then has delta = rowsum(dO ∘ O) = 0 to compute."""
+    q, k, v, dout = (x.detach().to(dtype) for x in (q, k, v, dout))
+    scores = (q @ k.transpose(-1, -2)) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    ds = torch.softmax(scores, dim=-1) * (dout @ v.transpose(-1, -2))
+    return [ds @ k * sm_scale, ds.transpose(-1, -2) @ q * sm_scale]
+
+
+def _right_without_delta(ctx, names, dout, q, k, v, lse, causal, scale):
+    """True when the gradients `names` (some of dq, dk), wrong with the real o, come out right with o = 0, where
+    delta must be 0: then what is wrong is delta, the one input that o reaches (its pre-pass, or its use in dS)."""
+    try:
+        grads = ctx.call("attention_backward", dout, q, k, v, torch.zeros_like(q), lse.float(), causal, scale)
+        if not isinstance(grads, (list, tuple)) or len(grads) != 3:
+            return False
+        got = dict(zip(("dq", "dk", "dv"), grads))
+        exact = dict(zip(("dq", "dk"), _gradients_without_delta(q, k, v, causal, scale, torch.float64, dout)))
+        same = dict(zip(("dq", "dk"), _gradients_without_delta(q, k, v, causal, scale, q.dtype, dout)))
+        for name in names:
+            ctx.expect_close(got[name], exact[name], same_precision=same[name],
+                             floor=_floor(ctx, q.dtype, exact[name]), what=name)
+    except CheckFailed:
+        return False
+    return True
 
 
 def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
     """attention_backward on o and lse computed here (exact, as a correct forward saves them); judges the gradients
-    in `judged` and reports all three."""
+    in `judged` and reports all three. dK and dQ depend on delta = rowsum(dO ∘ O), which dV does not: when dV is
+    right and dK or dQ is wrong, a second run with o = 0 (so delta = 0) tells a wrong delta from a wrong kernel."""
     B, H, N, D = q.shape
     scale = _scale(D, sm_scale)
     dout = ctx.randn(B, H, N, D, dtype=q.dtype) if dout is None else dout
@@ -231,15 +267,34 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
         except CheckFailed as failure:
             verdicts[name] = str(failure)
     wrong = [name for name in judged if verdicts[name]]
-    if wrong:
-        def summary(name, g, e):
-            if verdicts[name]:
-                return ctx.t(f"{BACKWARD_PARTS[name]} is wrong: {verdicts[name]}",
-                             f"{BACKWARD_PARTS_ZH[name]} 不对：{verdicts[name]}")
-            error = (g.double() - e).abs().max().item()
-            return ctx.t(f"{name} is right (max error {error:.2g})", f"{name} 正确（最大误差 {error:.2g}）")
-        ctx.fail(ctx.t(f"{what}:\n", f"{what}：\n")
-                 + "\n".join(summary(n, g, e) for n, g, e in zip(("dq", "dk", "dv"), grads, exact)))
+    if not wrong:
+        return
+    off = [name for name in ("dq", "dk") if verdicts[name]]
+    cause = ""
+    if not verdicts["dv"] and _right_without_delta(ctx, off, dout, q, k, v, lse, causal, scale):
+        if off == ["dq", "dk"]:  # the one delta both kernels read
+            cause = ctx.t("dK and dQ are wrong and dV is right, but dK and dQ come out right when o = 0 (so that "
+                          "delta = rowsum(dO ∘ O) is 0): the delta that `_attn_bwd_preprocess` computes (TODO 6) is "
+                          "wrong.\n",
+                          "dK 和 dQ 不对而 dV 正确，但当 o = 0（于是 delta = rowsum(dO ∘ O) 为 0）时 dK 和 dQ 都对："
+                          "`_attn_bwd_preprocess` 算出的 delta（TODO 6）不对。\n")
+        else:  # one kernel alone reads delta wrong: its dS
+            todo, ds = (7, "dsT = pT ∘ (dpT − delta)") if off == ["dk"] else (10, "ds = p ∘ (dp − delta)")
+            gradient = KERNEL_OF[off[0]]
+            cause = ctx.t(f"{gradient} is wrong, but right when o = 0 (so that delta is 0), and the other kernel "
+                          f"reads the same delta without trouble: the use of delta in {ds} (TODO {todo}) is wrong.\n",
+                          f"{KERNEL_OF_ZH[off[0]]} 不对，但当 o = 0（于是 delta 为 0）时是对的，而另一个 kernel 读同一个 "
+                          f"delta 却没有问题：{ds} 里对 delta 的用法（TODO {todo}）不对。\n")
+
+    def summary(name, g, e):
+        if verdicts[name]:
+            part = (KERNEL_OF if cause else BACKWARD_PARTS)[name]
+            part_zh = (KERNEL_OF_ZH if cause else BACKWARD_PARTS_ZH)[name]
+            return ctx.t(f"{part} is wrong: {verdicts[name]}", f"{part_zh} 不对：{verdicts[name]}")
+        error = (g.double() - e).abs().max().item()
+        return ctx.t(f"{name} is right (max error {error:.2g})", f"{name} 正确（最大误差 {error:.2g}）")
+    ctx.fail(ctx.t(f"{what}:\n", f"{what}：\n") + cause
+             + "\n".join(summary(n, g, e) for n, g, e in zip(("dq", "dk", "dv"), grads, exact)))
 
 
 def _backward_cases(ctx):
@@ -363,12 +418,16 @@ def autograd(ctx):
                                     "attention_forward）"))
         for name, g, e in zip(("dq", "dk", "dv"), grads, own):
             ctx.expect_close(g, e.double(), floor=_floor(ctx, dtype, e.double()),
-                             what=ctx.t(f"{name} of {what}, against attention_backward on the same inputs (TODO 14: "
-                                        "FlashAttention.backward returns dq, dk, dv, None, None from "
-                                        "attention_backward with the causal and sm_scale that forward was given)",
-                                        f"{what} 的 {name}，与相同输入上的 attention_backward 对比（TODO 14："
-                                        "FlashAttention.backward 要用 forward 收到的 causal 和 sm_scale 调用 "
-                                        "attention_backward，返回 dq, dk, dv, None, None）"))
+                             # the glue of both TODOs carries causal, sm_scale and the tensors from forward to
+                             # backward: a loss on the way shows here, whichever of the two lost it
+                             what=ctx.t(f"{name} of {what}, against attention_backward on the same inputs (TODO 13 "
+                                        "and TODO 14: FlashAttention.forward keeps q, k, v, o, lse, causal and "
+                                        "sm_scale on ctx, and FlashAttention.backward hands exactly those to "
+                                        "attention_backward and returns dq, dk, dv, None, None)",
+                                        f"{what} 的 {name}，与相同输入上的 attention_backward 对比（TODO 13 和 TODO 14："
+                                        "FlashAttention.forward 要把 q、k、v、o、lse、causal 和 sm_scale 留在 ctx 上，"
+                                        "FlashAttention.backward 要把它们原样交给 attention_backward，并返回 "
+                                        "dq, dk, dv, None, None）"))
 
 
 @lesson.check(1, "two backward runs give bit-identical gradients (no atomics)", needs=ALL_NEEDS,

@@ -12,6 +12,12 @@ CAUSAL_RANGES = ("        full_hi = start_m\n        masked_hi = tl.minimum(star
 
 MUTANTS = [
     # ── the forward ──────────────────────────────────────────────────────────────────────────────────
+    Mutant("running_max_not_carried",
+           [("        m_i = m_ij\n", "")],
+           {"forward"}, "TODO 2 never stores the new max into m_i: right for rows of one block, and the lse of those "
+                        "rows is wrong; the output must be judged (and found wrong) before the lse of TODO 5",
+           passes={"backward_dkdv"},
+           not_blamed={5}),
     Mutant("lse_in_base_e",
            [("lse = m_i + tl.math.log2(l_i)", "lse = m_i + tl.log(l_i)")],
            {"forward"}, "saves the log-sum-exp with a natural log while the backward rebuilds P with exp2",
@@ -70,7 +76,26 @@ MUTANTS = [
            [("delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)",
              "delta = tl.zeros([BLOCK_M], dtype=tl.float32)")],
            {"backward_dkdv", "backward_dq"}, "the pre-pass writes delta = 0: dS = P ∘ dP instead of P ∘ (dP − delta)",
-           passes={"forward", "autograd"}),
+           passes={"forward", "autograd"},
+           # dK and dQ are wrong, dV right: the message must point at the pre-pass, not at the kernels' TODOs
+           not_blamed={7, 8, 9, 10, 11, 12}),
+    Mutant("dsT_adds_delta",
+           [("dsT = pT * (dpT - delta[None, :])", "dsT = pT * (dpT + delta[None, :])")],
+           {"backward_dkdv"}, "dS = P ∘ (dP + delta) in the dK/dV kernel: a wrong use of a right delta",
+           passes={"backward_dq", "forward"},
+           # right when delta is 0 (o = 0) while dQ reads the same delta without trouble: TODO 7, not the pre-pass
+           not_blamed={6, 8, 9}),
+    Mutant("ds_precedence",
+           [("ds = p * (dp - delta[:, None])", "ds = p * dp - delta[:, None]")],
+           {"backward_dq"}, "ds = p·dp − delta without the parentheses: delta subtracted from every pair, seen or not",
+           passes={"backward_dkdv", "forward"},
+           not_blamed={6, 11, 12}),
+    Mutant("both_scales_forgotten",
+           [("    dk = dk * sm_scale\n", "    dk = dk\n"), ("    dq = dq * sm_scale\n", "    dq = dq\n")],
+           {"backward_dkdv", "backward_dq"}, "neither dK nor dQ multiplied by sm_scale: dK and dQ wrong, dV right, as "
+                                             "with a wrong delta; the o = 0 run must not blame the pre-pass",
+           passes={"forward"},
+           not_blamed={6}),
     Mutant("dk_dv_swapped",
            [("dk.to(DK.dtype.element_ty), offs_n", "dv.to(DK.dtype.element_ty), offs_n"),
             ("dv.to(DV.dtype.element_ty), offs_n", "dk.to(DV.dtype.element_ty), offs_n")],
@@ -137,6 +162,12 @@ MUTANTS = [
              "attention_backward(do, q, k, v, o, lse, ctx.causal, 1.0 / math.sqrt(q.shape[-1]))")],
            {"autograd"}, "FlashAttention.backward ignores the sm_scale that forward was given",
            passes={"forward", "backward_dkdv", "deterministic"}),
+    Mutant("forward_keeps_default_scale",
+           [("ctx.causal, ctx.sm_scale = causal, sm_scale", "ctx.causal, ctx.sm_scale = causal, 1.0 / math.sqrt(q.shape[-1])")],
+           {"autograd"}, "FlashAttention.forward keeps the default scale instead of the sm_scale it was given (TODO 13; "
+                         "TODO 14 is right)",
+           passes={"forward", "backward_dkdv", "deterministic"},
+           not_blamed=set(range(1, 13))),  # the glue, never the kernels
     Mutant("sdpa_does_the_work",
            [("    return FlashAttention.apply(q, k, v, bool(causal), sm_scale)",
              "    FlashAttention.apply(q, k, v, bool(causal), sm_scale)\n"
