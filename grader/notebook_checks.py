@@ -19,10 +19,10 @@ MESSAGES = {
     "dtype": {"en": "{what}: expected dtype {expected}, got {got}", "zh": "{what}：dtype 应为 {expected}，实际为 {got}"},
     "nan": {"en": "{what}: {count} NaN value(s), first at index {index} (shape {shape}, {dtype}). NaN comes from an "
                   "element never written, a 0/0, inf/inf (an exp that overflowed: subtract the row's max first) or "
-                  "exp(-inf - (-inf)), or a load past the end of a row or of a tensor without a mask (the checks put NaN "
-                  "around every input)",
+                  "exp(-inf - (-inf)), or a load past the end of a row or of a tensor without a mask, or with a wrong one (the checks put "
+                  "NaN around every input)",
             "zh": "{what}：有 {count} 个 NaN，第一个在下标 {index}（形状 {shape}，{dtype}）。NaN 来自从未写入的元素、0/0、inf/inf（exp 溢出了："
-                  "先减去这一行的最大值）或 exp(-inf - (-inf))，或者没有加掩码、越过一行末尾或张量末尾的读取（检查会在每个输入周围放上 NaN）"},
+                  "先减去这一行的最大值）或 exp(-inf - (-inf))，或者没有掩码（或掩码不对）、越过一行末尾或张量末尾的读取（检查会在每个输入周围放上 NaN）"},
     "off": {"en": "{what}: {bad} of {numel} values are off (shape {shape}, {dtype}); max error {error} (allowed: "
                   "{allowed}); worst at index {index}: expected {expected}, got {got}",
             "zh": "{what}：{numel} 个值中有 {bad} 个不对（形状 {shape}，{dtype}）；最大误差 {error}（允许：{allowed}）；"
@@ -50,7 +50,8 @@ _HINT_LINE = re.compile(r"^\s*#\s+(\S.*)$")
 def _joins_without_space(last, first):
     """Chinese lines join without a space (one after "；" reads as a stray gap), but keep it before a Latin word."""
     punctuation, ideograph = r"[\u3000-\u303f\uff00-\uffef]", r"[\u4e00-\u9fff]"
-    return bool(re.match(punctuation, last) or (re.match(ideograph, last) and re.match(f"{punctuation}|{ideograph}", first)))
+    return bool(re.match(punctuation, last) or re.match(punctuation, first)
+                or (re.match(ideograph, last) and re.match(ideograph, first)))
 
 
 def unfinished_todos(source):

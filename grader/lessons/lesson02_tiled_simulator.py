@@ -388,14 +388,41 @@ def call_backward(ctx, q, k, v, out, lse, dout, block_m, block_n, causal):
     return result
 
 
-def where_to_look(ctx, wrong):
-    """Which TODOs a set of wrong gradients points to."""
+def common_factor(got, exact):
+    """c when `got` is c times `exact` everywhere (c not 1, to 1%): a factor or a sign is off, not the terms; else None."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(exact.shape):
+        return None
+    g, e = got.detach().double().cpu(), exact.detach().double().cpu()
+    if not torch.isfinite(g).all() or not e.abs().sum():
+        return None
+    c = ((g * e).sum() / (e * e).sum()).item()
+    return c if abs(c - 1) > 0.02 and (g - c * e).norm() <= 0.01 * abs(c) * e.norm() else None
+
+
+def where_to_look(ctx, wrong, factors=None, d=None):
+    """Which TODOs a set of wrong gradients points to. `factors`: {name: c} for the wrong gradients that are c times
+    the right ones. dk and dq both depend on ds, but also each on its own line: when both are off by one common
+    factor, the factor (the scale, or a sign) is wrong, not ds or delta."""
     if not wrong:
         return ""
+    factors = factors or {}
     if "dv" in wrong:
         return ctx.t("dv = pᵀ·dO needs nothing but p: look at the recomputed p (TODO 10, and TODO 11 when causal) and "
                      "at the dK/dV loop (TODOs 13 and 14)",
                      "dv = pᵀ·dO 只需要 p：检查重新计算的 p（TODO 10，causal 时还有 TODO 11）和 dK/dV 循环（TODO 13、14）")
+    c, c_q = factors.get("dk"), factors.get("dq")
+    if {"dk", "dq"} <= wrong and c and c_q and abs(c / c_q - 1) < 0.02:
+        if c < 0:
+            return ctx.t("dv is right, and dk and dq are both the right ones times −1: a sign, not delta. ds = p ∘ "
+                         "(dp − delta) (TODO 12), and each tile's share is added to dk and dq (TODOs 14 and 16)",
+                         "dv 是对的，而 dk 和 dq 都是正确值乘以 −1：是符号问题，不是 delta。ds = p ∘ (dp − delta)（TODO 12），"
+                         "并且每个 tile 的贡献要加到 dk 和 dq 上（TODO 14、16）")
+        root = f"{math.sqrt(d):.3g}" if d else "?"
+        return ctx.t(f"dv is right, and dk and dq are both {c:.3g} times the right ones (√d = {root}): the scale, not "
+                     "ds or delta. It multiplies dq = scale·ds·k and dk = scale·dsᵀ·q once each (TODOs 16 and 14), and is "
+                     "in neither ds nor dp (TODO 12)",
+                     f"dv 是对的，而 dk 和 dq 都是正确值的 {c:.3g} 倍（√d = {root}）：问题在缩放系数，不在 ds 或 delta。"
+                     "它在 dq = scale·ds·k 和 dk = scale·dsᵀ·q 里各乘一次（TODO 16、14），ds 和 dp 里都没有它（TODO 12）")
     if {"dk", "dq"} <= wrong:
         return ctx.t("dv is right, so p is: dk and dq both come from ds = p ∘ (dp − delta): look at TODO 12 and at "
                      "delta (TODO 9)",
@@ -415,7 +442,7 @@ def expect_gradients(ctx, q, k, v, dout, block_m=None, block_n=None, causal=Fals
     exact = attention_gradients(q, k, v, dout, causal)
     same = attention_gradients(q, k, v, dout, causal, work=torch.float32)
     where = describe(ctx, q, k, block_m, block_n, causal)
-    reports, wrong = [], set()
+    reports, wrong, factors = [], set(), {}
     for name, g, e, s in zip(("dq", "dk", "dv"), got, exact, same):
         # fp32 on the CPU: PyTorch's own error is ~1e-6 of the largest gradient, and a tile-by-tile sum adds a few
         # times that (a fixed 1e-5 left the reference at 0.8 of it over 20 seeds); relative to the gradient: 0.3
@@ -427,10 +454,11 @@ def expect_gradients(ctx, q, k, v, dout, block_m=None, block_n=None, causal=Fals
         except CheckFailed as problem:
             reports.append(str(problem))
             wrong.add(name)
+            factors[name] = common_factor(g, e)
     if wrong & set(graded):
         ctx.fail(ctx.t(f"tiled_attention_backward for {where}, against float64 autograd:",
                        f"tiled_attention_backward（{where}），与 float64 的 autograd 比较：")
-                 + "\n" + "\n".join(reports) + "\n" + where_to_look(ctx, wrong))
+                 + "\n" + "\n".join(reports) + "\n" + where_to_look(ctx, wrong, factors, q.shape[-1]))
 
 
 def backward_inputs(ctx, batch, M, N, d, dtype=torch.float32):
@@ -502,6 +530,37 @@ def backward_causal_ragged(ctx):
         expect_gradients(ctx, *backward_inputs(ctx, (), M, N, 8), bm, bn, causal=True)
 
 
+def products_by_operands(info):
+    """{(last two dims of the left operand, of the right one): calls} of the torch matrix products of a call."""
+    found = {}
+    for op, shapes, count in info["forbidden"]:
+        if op in PRODUCTS and len(shapes) >= 2 and len(shapes[0]) >= 2 and len(shapes[1]) >= 2:
+            key = (tuple(shapes[0][-2:]), tuple(shapes[1][-2:]))
+            found[key] = found.get(key, 0) + count
+    return found
+
+
+def loops_that_do_not_skip(ctx):
+    """Which loops of the backward compute fully masked tiles, told apart by the shapes of their own products with
+    block_m = 16, block_n = 32, d = 8: the dK/dV loop's pᵀ·dO and dsᵀ·Q are (32, 16)·(16, 8), the dQ loop's ds·K is
+    (16, 32)·(32, 8). [] when the learner's products have other shapes (then the message names both loops)."""
+    bm, bn, d, n = 16, 32, 8, 128
+    q, k, v, dout = backward_inputs(ctx, (2,), n, n, d)
+    counts = {}
+    for causal in (False, True):
+        out, lse = (t.float() for t in exact_attention(q, k, v, causal))
+        call_backward(ctx, q, k, v, out, lse, dout, bm, bn, causal)
+        counts[causal] = products_by_operands(ctx.last_info)
+    needed, total = needed_tiles(n, n, bm, bn)
+    ideal = needed / total
+    found = []
+    for loop, key in (("dkdv", ((bn, bm), (bm, d))), ("dq", ((bm, bn), (bn, d)))):
+        full = counts[False].get(key, 0)
+        if full and counts[True].get(key, 0) / full > ideal + (1 - ideal) / 4:
+            found.append(loop)
+    return found
+
+
 @lesson.check(1, "tiled_attention_backward with causal=True skips the tiles above the diagonal, in both loops",
               needs=BACKWARD,
               zh="causal=True 的 tiled_attention_backward 在两个循环中都跳过对角线上方的 tile（分块）")
@@ -518,11 +577,30 @@ def backward_causal_skips(ctx):
         def call(causal):
             return call_backward(ctx, q, k, v, out_c if causal else out, lse_c if causal else lse, dout, block, block,
                                  causal)
-        most, ideal = expect_skipping(ctx, "tiled_attention_backward", call, M, N, block, where=ctx.t(
-            "neither loop may compute it. The dK/dV loop starts at the first query row that sees key start_n "
-            "(TODO 13), the dQ loop stops at min(N, end_m) (TODO 15)",
-            "两个循环都不应计算它。dK/dV 循环从第一个能看到键 start_n 的查询行开始（TODO 13），dQ 循环在 min(N, end_m) "
-            "处停止（TODO 15）"))
+        try:
+            most, ideal = expect_skipping(ctx, "tiled_attention_backward", call, M, N, block,
+                                          where=ctx.t("neither loop may compute it", "两个循环都不应计算它"))
+        except CheckFailed as problem:
+            if ctx.t("fully masked", "被完全掩码") not in str(problem):
+                raise  # fewer products than needed: no loop to name
+            try:
+                loops = loops_that_do_not_skip(ctx)
+            except CheckFailed:
+                loops = []  # the diagnosis call itself failed: name both loops
+            start = ctx.t("the dK/dV loop must start at the first query row that sees the K/V block's first key "
+                          "(TODO 13)",
+                          "dK/dV 循环必须从第一个能看到这个 K/V 块第一个键的查询行开始（TODO 13）")
+            stop = ctx.t("the dQ loop must stop after the last key that the Q block's last query sees (TODO 15)",
+                         "dQ 循环必须在这个 Q 块最后一个查询能看到的最后一个键之后停下（TODO 15）")
+            which = {("dkdv",): ctx.t("The dK/dV loop computes them (the dQ loop skips them): ",
+                                      "是 dK/dV 循环算了它们（dQ 循环跳过了）：") + start,
+                     ("dq",): ctx.t("The dQ loop computes them (the dK/dV loop skips them): ",
+                                    "是 dQ 循环算了它们（dK/dV 循环跳过了）：") + stop,
+                     ("dkdv", "dq"): ctx.t("Both loops compute them: ", "两个循环都算了它们：") + start
+                     + ctx.t(", and ", "；") + stop}.get(tuple(loops), ctx.t(
+                         "One of the loops computes them (its products do not tell which): ",
+                         "某个循环算了它们（从矩阵乘法看不出是哪一个）：") + start + ctx.t(", or ", "；或者") + stop)
+            ctx.fail(str(problem) + ctx.t(". ", "。") + which)
         notes.append(ctx.t(f"M = {M}, N = {N}: {most:.0%} (ideal {ideal:.0%})",
                            f"M = {M}、N = {N}：{most:.0%}（理想值 {ideal:.0%}）"))
     return ctx.t("causal computed " + ", ".join(notes) + " of the non-causal products",

@@ -13,8 +13,8 @@ FULL_MATRIX = '''    *batch, M, d = q.shape
 # The forward and the backward share lines (the dQ loop's bound is the forward's TODO 4): the context makes each
 # replaced text occur in one solution cell only.
 FORWARD_START = "    *batch, M, d = q.shape\n    N = k.shape[-2]\n    out = torch.empty("
-FORWARD_STOP = "(skip them)\n        stop_n = min(N, end_m) if causal else N"
-BACKWARD_STOP = "may see)\n        stop_n = min(N, end_m) if causal else N"
+FORWARD_STOP = "for the whole block)\n        stop_n = min(N, end_m) if causal else N"
+BACKWARD_STOP = "at most N)\n        stop_n = min(N, end_m) if causal else N"
 BACKWARD_BY_AUTOGRAD = """    scale = 1 / math.sqrt(d)
     with torch.enable_grad():
         leaves = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
@@ -24,8 +24,10 @@ BACKWARD_BY_AUTOGRAD = """    scale = 1 / math.sqrt(d)
 """
 DELTA = "delta = (dout.float() * out.float()).sum(dim=-1)"
 SCORES = "s = (q_blk @ k_blk.transpose(-1, -2)) * scale"
-P_FROM_LSE = "        p = torch.exp(s - lse[..., start_m:end_m, None])"  # indented: the hint shows the same code
+P_FROM_LSE = "        p = torch.exp(s - lse[..., start_m:end_m, None])"
 DS = "        ds = p * (dp - delta[..., start_m:end_m, None])"
+DK = "dk_acc += (ds.transpose(-1, -2) @ q_blk) * scale"
+DQ = "dq_acc += (ds @ k_blk) * scale"
 FIRST_M = "first_m = start_n if causal else 0"
 
 MUTANTS = [
@@ -93,7 +95,18 @@ MUTANTS = [
            passes={"backward_dv"}),
     Mutant("backward_ds_sign",
            [(DS, "        ds = p * (delta[..., start_m:end_m, None] - dp)")],
-           {"backward_dk", "backward_dq"}, "dS with the wrong sign", passes={"backward_dv"}),
+           {"backward_dk", "backward_dq"}, "dS with the wrong sign: dk and dq are -1 times the right ones, which "
+           "the message calls a sign (TODO 12), not delta", passes={"backward_dv"}, not_blamed={9}),
+    Mutant("backward_scale_forgotten",
+           [(DK, "dk_acc += ds.transpose(-1, -2) @ q_blk"), (DQ, "dq_acc += ds @ k_blk")],
+           {"backward_dk", "backward_dq"}, "no scale in dk and dq (TODOs 14 and 16): dv is right and dk, dq are "
+           "√d times the right ones, which the message calls the scale, not ds or delta", passes={"backward_dv"},
+           not_blamed={9}),
+    Mutant("backward_scale_in_ds",
+           [(DS, DS + " * scale")],
+           {"backward_dk", "backward_dq"}, "the scale in ds too (TODO 12): dk and dq carry it twice, 1/√d times the "
+           "right ones: the message says where the scale belongs, not delta", passes={"backward_dv"},
+           not_blamed={9}),
     Mutant("backward_p_base_2",
            [(P_FROM_LSE, "        p = torch.exp2(s - lse[..., start_m:end_m, None])")],
            {"backward_dv"}, "P recomputed in base 2 from a natural-log lse (lesson 05's base, this lesson's lse)"),
@@ -105,12 +118,14 @@ MUTANTS = [
            {"backward_causal"}, "hides the diagonal too (key i from query i)", passes={"backward_dv"}),
     Mutant("backward_dkdv_loop_not_skipping",
            [(FIRST_M, "first_m = 0")],
-           {"backward_causal_skips"}, "the dK/dV loop visits every Q block (masking gives the right numbers)",
-           passes={"backward_causal"}),
+           {"backward_causal_skips"}, "the dK/dV loop visits every Q block (masking gives the right numbers): "
+           "the shapes of its products name the dK/dV loop, not the dQ loop's bound", passes={"backward_causal"},
+           not_blamed={15}),
     Mutant("backward_dq_loop_not_skipping",
            [(BACKWARD_STOP, BACKWARD_STOP.replace("min(N, end_m) if causal else N", "N"))],
-           {"backward_causal_skips"}, "the dQ loop visits every K/V block (masking gives the right numbers)",
-           passes={"backward_causal"}),
+           {"backward_causal_skips"}, "the dQ loop visits every K/V block (masking gives the right numbers): "
+           "the shapes of its products name the dQ loop, not the dK/dV loop's start", passes={"backward_causal"},
+           not_blamed={13}),
     Mutant("backward_dkdv_bound_block_index",
            [(FIRST_M, "first_m = start_n // block_n * block_m if causal else 0")],
            {"backward_causal"}, "the K/V block's index times block_m: past row start_n when block_m > block_n",
@@ -130,10 +145,12 @@ MUTANTS = [
            "the keys before its block", passes={"backward_dq"}),
     Mutant("backward_dq_last_tile_only",
            [("dq_acc += (ds @ k_blk) * scale", "dq_acc = (ds @ k_blk) * scale")],
-           {"backward_dq"}, "dq from the last K/V tile only (= instead of +=)", passes={"backward_dk", "backward_dv"}),
+           {"backward_dq"}, "dq from the last K/V tile only (= instead of +=)", passes={"backward_dk", "backward_dv"},
+           not_blamed={9, 12, 14}),
     Mutant("backward_dk_unscaled",
            [("dk_acc += (ds.transpose(-1, -2) @ q_blk) * scale", "dk_acc += ds.transpose(-1, -2) @ q_blk")],
-           {"backward_dk"}, "dK without the softmax scale", passes={"backward_dq", "backward_dv"}),
+           {"backward_dk"}, "dK without the softmax scale", passes={"backward_dq", "backward_dv"},
+           not_blamed={9, 12, 16}),
     Mutant("backward_last_partial_kv_block_dropped",
            [("for start_n in range(0, N, block_n):", "for start_n in range(0, N - block_n + 1, block_n):")],
            {"backward_ragged"}, "the dK/dV loop never visits the last, partial K/V block (its dk, dv stay NaN)",
