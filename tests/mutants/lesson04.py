@@ -61,7 +61,22 @@ MUTANTS = [
            [('m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)    # a row that has seen no key yet',
              "m_safe = m_new")],
            {"causal_unequal_lengths"},
-           "no guard for rows that have seen only masked keys: exp2(-inf - (-inf)) = NaN", passes=NOT_CAUSAL),
+           "no guard for rows that have seen only masked keys: exp2(-inf - (-inf)) = NaN",
+           passes=NOT_CAUSAL | {"causal_skips_blocks"}, not_blamed={2}),
+    # NaN made by the online update (TODO 5) is not blocks loaded above the diagonal (TODO 2): the skip check first
+    # confirms that the same input without NaN keys gives the right output
+    Mutant("p_against_old_max",
+           [("p = tl.math.exp2(qk * qk_scale - m_safe[:, None])", "p = tl.math.exp2(qk * qk_scale - m_i[:, None])")],
+           {"forward_divisible", "causal_skips_blocks"},
+           "p subtracts the old running max (-inf in the first block): 2^inf overflows and the output is NaN",
+           not_blamed={2}),
+    Mutant("p_against_block_max",
+           [("p = tl.math.exp2(qk * qk_scale - m_safe[:, None])",
+             "p = tl.math.exp2((qk - tl.max(qk, 1)[:, None]) * qk_scale)")],
+           {"forward_divisible", "causal", "causal_skips_blocks"},
+           "p subtracts this block's row max instead of the running max: blocks are weighted inconsistently, and in "
+           "a causal diagonal block a row whose scores are all masked gets exp2(-inf - (-inf)) = NaN",
+           not_blamed={2}),
     Mutant("grid_floor_division",
            [('grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B * H)',
              'grid = lambda META: (N_CTX_Q // META["BLOCK_M"], B * H)')],
@@ -91,7 +106,8 @@ MUTANTS = [
            {"causal_unequal_lengths"},
            "mask_start not clamped at 0: for the top Q blocks of seqlen_q > seqlen_k far enough below the first "
            "visible key it is negative (Triton's // rounds toward zero) and the masked stage reads keys before the "
-           "first", passes={"causal"} | NOT_CAUSAL),
+           "first; the message names mask_start (TODO 2), not the -inf guard of TODO 5",
+           passes={"causal"} | NOT_CAUSAL, not_blamed={5}),
     # BLOCK_M where BLOCK_N belongs, or the other way: right with square tiles, wrong with a tall or a wide one
     Mutant("causal_hi_uses_block_n",
            [(HI, HI.replace("BLOCK_M + BLOCK_M + diag", "BLOCK_M + BLOCK_N + diag"))],
