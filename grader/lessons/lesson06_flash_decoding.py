@@ -9,13 +9,19 @@ h // (Hq / Hkv). The float64 reference is computed here, in the judge (`referenc
 for a concept keeps that concept easy (one split, Hq = Hkv, Mq = 1, equal lengths, a contiguous cache), so that one
 mistake costs the points of the check named for it. Positions of the cache past a sequence's length hold NaN, as
 do unused pages, so that a kernel that reads them shows it (0·NaN = NaN).
+
+A message names a TODO only after the simpler cases that TODO's concept builds on pass (issue 23): a check that finds
+a mismatch first re-runs what it depends on (`depends`: the same inputs with one split, a contiguous copy of a paged
+cache, the split merge without empty chunks) and, when that fails too, says which check to fix first instead of
+blaming its own TODO. split_kv tells the merge (TODO 1), the partial lse (TODO 6) and the chunks or grid (TODOs 3, 7)
+apart with probes whose every chunk's weight is known (`split_diagnosis`).
 """
 import math
 import re
 
 import torch
 
-from ..harness import TORCH_DOES_THE_WORK, Lesson
+from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
 
 KERNELS = ("flash_decode_kernel", "combine_kernel")
 lesson = Lesson(
@@ -124,8 +130,21 @@ def describe(ctx, q, k, seqlens, block_table=None, num_splits=1, sm_scale=None):
                  f"{call}，B={B}，Hq={HQ}，Hkv={hkv}，Mq={MQ}，d={d}，{dtype}，cache_seqlens={shown}，{layout}")
 
 
-def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scale=None, hint=""):
-    """Call the learner's flash_decode and compare with float64 attention computed here."""
+def attempt(probe):
+    """None when `probe()` passes, else its verdict."""
+    try:
+        probe()
+    except CheckFailed as failure:
+        return str(failure)
+    return None
+
+
+def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scale=None, hint="", depends=()):
+    """Call the learner's flash_decode and compare with float64 attention computed here.
+
+    On a mismatch, each of `depends` ((what it is, a probe that raises CheckFailed)) runs first: a simpler case that
+    fails too is what to fix first, and the message says so instead of giving `hint`, which names this check's own
+    TODO. `hint` is a string or a function that works out the diagnosis (it may run probes of its own)."""
     kwargs = {"num_splits": num_splits}
     if block_table is not None:
         kwargs["block_table"] = block_table
@@ -133,10 +152,99 @@ def expect_decode(ctx, q, k, v, seqlens, block_table=None, num_splits=1, sm_scal
         kwargs["sm_scale"] = sm_scale
     out = ctx.call("flash_decode", q, k, v, seqlens, **kwargs)
     exact, same = reference(q, k, v, seqlens, block_table, sm_scale)
-    what = describe(ctx, q, k, seqlens, block_table, num_splits, sm_scale) + (ctx.t(f" ({hint})", f"（{hint}）")
-                                                                                if hint else "")
-    ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    what = describe(ctx, q, k, seqlens, block_table, num_splits, sm_scale)
+    try:
+        ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    except CheckFailed as failure:
+        for simpler, probe in depends:
+            found = attempt(probe)
+            if found:
+                raise CheckFailed(str(failure) + ctx.t(
+                    f"\n→ this case builds on a simpler one that fails too, {simpler}: fix that first (its own check "
+                    f"says what is wrong), then come back here. {found}",
+                    f"\n→ 这个情形建立在一个更简单的情形之上，而它也失败了：{simpler}。先修好它（它自己的检查会说哪里不对），"
+                    f"再回来看这里。{found}")) from None
+        hint = hint() if callable(hint) else hint
+        raise CheckFailed(str(failure) + (f"\n→ {hint}" if hint else "")) from None
     return out
+
+
+def one_split(ctx, inputs, **kwargs):
+    """A dependency: the same inputs with num_splits = 1 (what decode_one_split, gqa, ragged_lengths and causal
+    check), so that a split check blames the split only when the unsplit result is right."""
+    return (ctx.t("the same inputs with num_splits=1", "同样的输入在 num_splits=1 时"),
+            lambda: expect_decode(ctx, *inputs, num_splits=1, **kwargs))
+
+
+def basic_case(ctx):
+    """A dependency: the first case of decode_one_split (one new token, Hq = Hkv, equal lengths, one split)."""
+    B, H, n, d = ctx.pick(gpu=(2, 4, 1000, 128), interpreter=(2, 2, 77, 32))
+    return (ctx.t(f"the plain case of check decode_one_split (B={B}, Hq=Hkv={H}, Mq=1, cache_seqlens={n}, one split)",
+                  f"检查 decode_one_split 的基本情形（B={B}，Hq=Hkv={H}，Mq=1，cache_seqlens={n}，一段）"),
+            lambda: expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d)))
+
+
+def merge_case(ctx):
+    """A dependency: split_kv's first case (several splits, no empty chunk, Mq = 1)."""
+    n, d, dtype, splits = ctx.pick(gpu=(3581, 128, F16, 7), interpreter=(443, 16, F32, 7))
+    return (ctx.t(f"the split merge of check split_kv (num_splits={splits}, cache_seqlens={n}, no empty chunk)",
+                  f"检查 split_kv 的分段合并（num_splits={splits}，cache_seqlens={n}，没有空段）"),
+            lambda: expect_decode(ctx, *decode_inputs(ctx, 1, 2, 2, 1, [n], d, dtype), num_splits=splits))
+
+
+def split_diagnosis(ctx, d, dtype):
+    """Why several splits are wrong when one is right, from probes whose chunk weights are known whatever BLOCK_N is:
+    a power-of-two length cut into 2 or 4 splits gives equal chunks (BLOCK_N divides a quarter of it). A: q = 0, every
+    score 0: every chunk weighs the same, so only the chunks, the grid and the merge's normalisation matter. B: scores 0
+    on the first half and 1 on the second (natural units): the halves' running maxima differ, their sums do not. C:
+    every score 0 but on three quarters of the second half (-20): the maxima are equal, the sums differ. A wrong merge
+    (TODO 1) weighs B and C wrongly; a wrong partial lse (TODO 6) only one of them (without the max m_i: B; not log2 of
+    the sum: C)."""
+    n = ctx.pick(gpu=4096, interpreter=256)
+    seqlens = torch.tensor([n], dtype=torch.int32)
+    plus_minus = torch.ones(1, 1, n, d)
+    plus_minus[:, :, n // 2:] = -1.0                     # V = +1 on the first half, -1 on the second
+    probe = lambda q, k, v, splits: attempt(lambda: expect_decode(ctx, q.to(dtype), k.to(dtype), v.to(dtype), seqlens,
+                                                                  num_splits=splits))
+    zeros = torch.zeros(1, 1, 1, d)
+    for splits in (2, 4):
+        if probe(zeros, ctx.randn(1, 1, n, d), ctx.randn(1, 1, n, d), splits):
+            return ctx.t(
+                f"with q = 0 every key scores the same and every chunk of a {n}-key cache weighs the same, yet "
+                f"num_splits={splits} is wrong: the chunks, the grid or the merge's normalisation. Each split reads "
+                "its own run of whole tiles, "
+                "none twice and none missed (TODO 3); the decode grid has num_splits programs on its second axis "
+                "(TODO 7); the merge divides by the sum of the weights (TODO 1)",
+                f"q = 0 时每个键的分数都一样，{n} 个键的缓存的每一段权重也都一样，可 num_splits={splits} 仍然不对：问题在分段、"
+                "grid 或合并时的归一化。每一段读它自己的一串完整 tile，不重复也不遗漏（TODO 3）；decode kernel 的 grid 第二维有 num_splits"
+                " 个 program（TODO 7）；合并时要除以权重之和（TODO 1）")
+    q = torch.zeros(1, 1, 1, d)
+    q[..., 0] = 1.0
+    k_max = torch.zeros(1, 1, n, d)
+    k_max[:, :, n // 2:, 0] = math.sqrt(d)               # score q·k/sqrt(d) = 1 on the second half: maxima differ
+    k_sum = torch.zeros(1, 1, n, d)
+    k_sum[:, :, n // 2 + n // 8:, 0] = -20 * math.sqrt(d)   # score -20 but on n/8 keys of the second half: sums differ
+    wrong_max, wrong_sum = probe(q, k_max, plus_minus, 2), probe(q, k_sum, plus_minus, 2)
+    if wrong_max and wrong_sum:
+        return ctx.t(
+            "every chunk's own result is right (chunks that weigh the same merge right), but chunks that should weigh "
+            "differently are merged with the wrong weights: split s weighs 2^(lse_s - the largest lse), in base 2 as "
+            "the kernel's lse is (tl.math.exp2, not tl.exp), and the merged row is the weighted sum over the sum of "
+            "the weights (TODO 1)",
+            "每一段自己的结果是对的（权重相同的段能正确合并），但本该权重不同的段用错了权重：第 s 段的权重是 "
+            "2^(lse_s - 最大的 lse)，和 kernel 写出的 lse 一样以 2 为底（tl.math.exp2，不是 tl.exp），合并后的行是加权和"
+            "除以权重之和（TODO 1）")
+    if wrong_max:
+        return ctx.t(
+            "chunks with equal maxima merge right but chunks whose maxima differ do not: the partial lse must include "
+            "the chunk's running max, lse = m_i + log2(l_i) (TODO 6)",
+            "最大值相同的段能正确合并，最大值不同的段却不行：部分结果的 lse 必须包含这一段的运行最大值，"
+            "lse = m_i + log2(l_i)（TODO 6）")
+    return ctx.t(
+        "the merge weighs chunks right when their sums are equal, not otherwise: the partial lse is the base-2 log of "
+        "the chunk's sum of 2^s, m_i + log2(l_i), with tl.math.log2 (TODO 6)",
+        "各段的和相等时合并的权重是对的，否则就不对：部分结果的 lse 是这一段 2^s 之和以 2 为底的对数，"
+        "m_i + log2(l_i)，用 tl.math.log2（TODO 6）")
 
 
 # ── checks ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -162,8 +270,8 @@ def split_kv(ctx):
         inputs = decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype)
         for num_splits in splits:
             expect_decode(ctx, *inputs, num_splits=num_splits,
-                          hint=ctx.t("the chunks of TODO 3, the partials of TODO 6, the merge of TODO 1, the grid "
-                                     "of TODO 7", "TODO 3 的分段、TODO 6 的部分结果、TODO 1 的合并、TODO 7 的 grid"))
+                          depends=[one_split(ctx, inputs)] if num_splits != 1 else [],
+                          hint=lambda: split_diagnosis(ctx, d, dtype))
 
 
 SPLIT_CASES = [(1, 8, 131072, 132, 64), (1, 8, 4096, 132, 64), (8, 8, 16384, 132, 64), (32, 32, 4096, 132, 64),
@@ -189,9 +297,10 @@ def choose_splits(ctx):
                            "（至多 n_tiles 和 MAX_SPLITS，TODO 9）"))
         if -(-tiles // -(-tiles // splits)) != splits:
             ctx.fail(ctx.t(f"{what} = {splits}: with {tiles} tiles, cdiv(n_tiles, {splits}) tiles per split leave a "
-                           "split empty; return cdiv(n_tiles, cdiv(n_tiles, splits)) (TODO 9)",
+                           "split empty; lower the count to the number of chunks those tiles per split make "
+                           "(section 6, TODO 9)",
                            f"{what} = {splits}：{tiles} 个 tile 时，每段 cdiv(n_tiles, {splits}) 个 tile 会留下一个空段；"
-                           "应返回 cdiv(n_tiles, cdiv(n_tiles, splits))（TODO 9）"))
+                           "把段数降到按这个每段 tile 数实际分出的段数（第 6 节，TODO 9）"))
         if programs * splits < min(sms, programs * min(tiles, MAX_SPLITS)):
             ctx.fail(ctx.t(f"{what} = {splits}: {programs * splits} programs leave some of the {sms} SMs idle (TODO 9)",
                            f"{what} = {splits}：{programs * splits} 个 program 会让 {sms} 个 SM 中的一些闲着（TODO 9）"))
@@ -202,7 +311,9 @@ def choose_splits(ctx):
                            f"{-(-tiles // splits)} 个 tile：分段的开销比带来的好处还大（TODO 9）"))
     B, HQ, HKV, n, d, dtype = ctx.pick(gpu=(1, 32, 8, 16384, 128, F16), interpreter=(1, 4, 1, 256, 16, F32))
     expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d, dtype), num_splits=None,
-                  hint=ctx.t("num_splits=None asks choose_num_splits", "num_splits=None 时由 choose_num_splits 决定"))
+                  depends=[basic_case(ctx), merge_case(ctx)],
+                  hint=ctx.t("num_splits=None asks choose_num_splits for the count",
+                             "num_splits=None 时由 choose_num_splits 决定段数"))
     ctx.kernels_launched_from_submission("flash_decode", ctx.last_info, DECODE_KERNEL)
 
 
@@ -213,11 +324,13 @@ def empty_splits(ctx):
     lengths, d, splits = ctx.pick(gpu=([1, 17, 1000, 4097], 64, (7, 64)), interpreter=([1, 17, 200], 16, (4, 7)))
     inputs = decode_inputs(ctx, len(lengths), 2, 2, 1, lengths, d)
     for num_splits in splits:
-        expect_decode(ctx, *inputs, num_splits=num_splits,
+        expect_decode(ctx, *inputs, num_splits=num_splits, depends=[one_split(ctx, inputs), merge_case(ctx)],
                       hint=ctx.t("TODO 6: a chunk with no visible key writes o = 0 and lse = -inf, not 0/0",
                                  "TODO 6：没有可见键的段写出 o = 0 和 lse = -inf，而不是 0/0"))
     # 8 new tokens, 70 keys: the first rows see keys up to 62, 63, … so the last chunk holds no key they see
-    expect_decode(ctx, *decode_inputs(ctx, 1, 2, 2, 8, [70], d), num_splits=ctx.pick(gpu=2, interpreter=3),
+    inputs = decode_inputs(ctx, 1, 2, 2, 8, [70], d)
+    expect_decode(ctx, *inputs, num_splits=ctx.pick(gpu=2, interpreter=3),
+                  depends=[one_split(ctx, inputs), merge_case(ctx)],
                   hint=ctx.t("TODO 6: rows that see no key of the chunk", "TODO 6：看不到这一段任何键的行"))
 
 
@@ -228,9 +341,11 @@ def gqa(ctx):
     for B, HQ, HKV, n, d in ctx.pick(
             gpu=[(2, 16, 4, 1000, 128), (2, 32, 4, 777, 128), (1, 32, 1, 4097, 64), (2, 8, 2, 300, 64)],
             interpreter=[(1, 8, 2, 50, 16), (1, 16, 2, 40, 16), (1, 32, 1, 40, 16)]):
-        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d),
-                      hint=ctx.t("TODO 2: row r is query head kv_head·GROUP + r // MQ; TODO 7: BLOCK_H and the grid",
-                                 "TODO 2：第 r 行是查询头 kv_head·GROUP + r // MQ；TODO 7：BLOCK_H 和 grid"))
+        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d), depends=[basic_case(ctx)],
+                      hint=ctx.t("TODO 2: row r of the Q tile is query head kv_head·GROUP + ⌊r / MQ⌋; TODO 7: BLOCK_H "
+                                 "and the grid's third axis cover all GROUP·MQ rows",
+                                 "TODO 2：Q tile 的第 r 行是查询头 kv_head·GROUP + ⌊r / MQ⌋；TODO 7：BLOCK_H 和 grid "
+                                 "的第三维要覆盖全部 GROUP·MQ 行"))
 
 
 @lesson.check(2, "a cache length per sequence (1, 17, 1000, 4097 in one batch); nothing read past cache_seqlens",
@@ -241,6 +356,7 @@ def ragged_lengths(ctx):
             gpu=[([1, 17, 1000, 4097], 4200, 4, 128, F16), ([4097, 1], 4097, 2, 64, F16), ([5, 300, 129], 512, 2, 128, F32)],
             interpreter=[([1, 17, 100, 33], 110, 2, 16, F16), ([33, 1], 40, 1, 16, F32)]):
         expect_decode(ctx, *decode_inputs(ctx, len(lengths), H, H, 1, lengths, d, dtype, capacity=capacity),
+                      depends=[basic_case(ctx)],
                       hint=ctx.t("each sequence's own cache_seqlens (TODO 3); loads past it must be masked",
                                  "每个序列自己的 cache_seqlens（TODO 3）；超出它的加载必须加掩码"))
 
@@ -255,10 +371,11 @@ def causal(ctx):
     block, base, d = ctx.pick(gpu=(128, 1024, 64), interpreter=(32, 32, 16))
     for mq in (3, 8):
         for n in [mq] + [base + mq + r for r in range(block)]:
-            expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d),
+            expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d), depends=[basic_case(ctx)],
                           hint=ctx.t("TODO 4 (mask_start) and TODO 5 (the causal mask)",
                                      "TODO 4（mask_start）和 TODO 5（因果掩码）"))
     expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], ctx.pick(gpu=128, interpreter=16)),
+                  depends=[basic_case(ctx)],
                   hint=ctx.t("with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)",
                              "带 GQA 的行：token = r % MQ（TODO 2），每一行的掩码（TODO 5）"))
 
@@ -272,7 +389,9 @@ def paged(ctx):
         # room for twice the keys: the table's second half points at an unused (NaN) page
         q, k, v, seqlens = decode_inputs(ctx, B, 2, 2, 1, [n] * B, d, capacity=2 * n)
         k_pages, v_pages, table = to_paged(ctx, k, v, [n] * B, page_size)
-        expect_decode(ctx, q, k_pages, v_pages, seqlens, block_table=table,
+        contiguous = (ctx.t("the same cache, contiguous", "同一个缓存的连续版本"),
+                      lambda: expect_decode(ctx, q, k, v, seqlens))
+        expect_decode(ctx, q, k_pages, v_pages, seqlens, block_table=table, depends=[contiguous],
                       hint=ctx.t("TODO 8: page block_table[b, key // page_size], row key % page_size, for every key",
                                  "TODO 8：对每个键，页 block_table[b, key // page_size]，行 key % page_size"))
         # A copy of the cache gathered through the whole table is larger than the pool. (The interpreter copies

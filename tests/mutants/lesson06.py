@@ -10,6 +10,12 @@ MUTANTS = [
            [("    w = tl.math.exp2(lse - lse_max)", "    w = tl.where(lse == lse_max, 1.0, 0.0)")],
            {"split_kv"},
            "the combine keeps only the split with the largest log-sum-exp", passes={"decode_one_split"}),
+    Mutant("combine_natural_exp",
+           [("    w = tl.math.exp2(lse - lse_max)", "    w = tl.exp(lse - lse_max)")],
+           {"split_kv", "empty_splits"},
+           "the combine weighs split s by e^(lse - max) while the kernel's lse are base 2: right for one split, wrong "
+           "for several; the messages must blame the merge (TODO 1), not the partials (TODO 6) or the page table "
+           "(TODO 8)", passes={"decode_one_split", "paged", "gqa"}, not_blamed={6, 8}),
     Mutant("lse_in_natural_log",
            [("m_i + tl.math.log2(l_safe))", "m_i + tl.log(l_safe))")],
            {"split_kv"},
