@@ -192,6 +192,33 @@ def merge_case(ctx):
             lambda: expect_decode(ctx, *decode_inputs(ctx, 1, 2, 2, 1, [n], d, dtype), num_splits=splits))
 
 
+def rows_written(ctx, B, HQ, HKV, MQ, d):
+    """A dependency of the checks with Mq > 1: the launch geometry. Every value row is the same vector c (finite well
+    past the length, so a mask that reads a tile too far still finds c), so each output row is c whatever the causal
+    mask, the chunks or the head mapping: a row that is not c was written by no program (a grid too small, TODO 7).
+    The inputs are drawn only when the probe runs (on a mismatch), so the checks' own inputs stay as they were."""
+    n = 100
+    hint = ctx.t(
+        "every value row is the same vector c, so every output row must be c whatever the mask: the rows that are "
+        "not were written by no program. The launch geometry (TODO 7): the decode grid "
+        "(B·Hkv, num_splits, cdiv(GROUP·MQ, BLOCK_H)) and combine_grid, one program per output row: B·Hq·MQ, the new "
+        "tokens included",
+        "所有值行都是同一个向量 c，所以不管掩码如何，每个输出行都必须是 c：不是 c 的行没有任何 program 写过。"
+        "问题在启动的几何形状（TODO 7）：decode kernel 的 grid (B·Hkv, num_splits, cdiv(GROUP·MQ, BLOCK_H))，"
+        "以及 combine_grid，每个输出行一个 program：B·Hq·MQ，新 token 也算在内")
+
+    def probe():
+        q, k, v, seqlens = decode_inputs(ctx, B, HQ, HKV, MQ, [n] * B, d, capacity=n + 512)
+        k = ctx.randn(*k.shape, dtype=k.dtype)
+        v = ctx.randn(d, dtype=v.dtype).expand(v.shape).contiguous()
+        expect_decode(ctx, q, k, v, seqlens, hint=hint)
+
+    return (ctx.t(f"every output row written (B={B}, Hq={HQ}, Hkv={HKV}, Mq={MQ}, every value row the same vector c, "
+                  "so each output row is c whatever the mask)",
+                  f"每个输出行都被写出（B={B}，Hq={HQ}，Hkv={HKV}，Mq={MQ}，所有值行都是同一个向量 c，"
+                  "所以不管掩码如何，每个输出行都是 c）"), probe)
+
+
 def split_diagnosis(ctx, d, dtype):
     """Why several splits are wrong when one is right, from probes whose chunk weights are known whatever BLOCK_N is:
     a power-of-two length cut into 2 or 4 splits gives equal chunks (BLOCK_N divides a quarter of it). A: q = 0, every
@@ -256,7 +283,7 @@ def decode_one_split(ctx):
                  (1, 4, 513, 128, F32, None)],
             interpreter=[(2, 2, 77, 32, F16, None), (1, 1, 40, 16, F32, 0.3)]):
         expect_decode(ctx, *decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype), sm_scale=sm_scale,
-                      hint=ctx.t("the basic kernel: TODOs 2, 3, 6 and 7", "基本的 kernel：TODO 2、3、6 和 7"))
+                      hint=ctx.t("the basic kernel: TODOs 2, 3, 5, 6 and 7", "基本的 kernel：TODO 2、3、5、6 和 7"))
 
 
 @lesson.check(2, "split-KV: num_splits = 2, 7 and 1 give the same result (partials merged by log-sum-exp)",
@@ -330,7 +357,7 @@ def empty_splits(ctx):
     # 8 new tokens, 70 keys: the first rows see keys up to 62, 63, … so the last chunk holds no key they see
     inputs = decode_inputs(ctx, 1, 2, 2, 8, [70], d)
     expect_decode(ctx, *inputs, num_splits=ctx.pick(gpu=2, interpreter=3),
-                  depends=[one_split(ctx, inputs), merge_case(ctx)],
+                  depends=[rows_written(ctx, 1, 2, 2, 8, d), one_split(ctx, inputs), merge_case(ctx)],
                   hint=ctx.t("TODO 6: rows that see no key of the chunk", "TODO 6：看不到这一段任何键的行"))
 
 
@@ -371,11 +398,13 @@ def causal(ctx):
     block, base, d = ctx.pick(gpu=(128, 1024, 64), interpreter=(32, 32, 16))
     for mq in (3, 8):
         for n in [mq] + [base + mq + r for r in range(block)]:
-            expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d), depends=[basic_case(ctx)],
+            expect_decode(ctx, *decode_inputs(ctx, 1, 1, 1, mq, [n], d),
+                          depends=[basic_case(ctx), rows_written(ctx, 1, 1, 1, mq, d)],
                           hint=ctx.t("TODO 4 (mask_start) and TODO 5 (the causal mask)",
                                      "TODO 4（mask_start）和 TODO 5（因果掩码）"))
-    expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], ctx.pick(gpu=128, interpreter=16)),
-                  depends=[basic_case(ctx)],
+    d = ctx.pick(gpu=128, interpreter=16)
+    expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], d),
+                  depends=[basic_case(ctx), rows_written(ctx, 2, 8, 2, 3, d)],
                   hint=ctx.t("with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)",
                              "带 GQA 的行：token = r % MQ（TODO 2），每一行的掩码（TODO 5）"))
 

@@ -80,6 +80,20 @@ MUTANTS = [
            {"causal"},
            "the unmasked stage runs one key too far when seqlen - Mq + 2 is a multiple of BLOCK_N: wrong for one "
            "length in BLOCK_N only (issue 16's residues)", passes={"decode_one_split"}),
+    Mutant("combine_grid_without_new_tokens",
+           [("    combine_grid = (B * HQ * MQ,)", "    combine_grid = (B * HQ,)")],
+           {"causal", "empty_splits"},
+           "combine_grid leaves the new tokens out: with Mq > 1 the output rows of the later tokens are never "
+           "written. Right for one new token; the messages must blame the launch geometry (TODO 7), not the causal "
+           "mask (TODOs 4, 5) or the empty chunks (TODO 6)",
+           passes={"decode_one_split", "split_kv", "gqa"}, not_blamed={4, 5, 6}),
+    Mutant("causal_mask_strict",
+           [("visible = keys[None, :] <= seqlen - MQ + tokens[:, None]",
+             "visible = keys[None, :] < seqlen - MQ + tokens[:, None]")],
+           {"decode_one_split", "causal"},
+           "the causal mask hides key seqlen - Mq + t itself (< for <=): every row misses its last key, one new "
+           "token too; the basic check must list TODO 5 and no message may name mask_start (TODO 4) or the merge "
+           "(TODO 1)", not_blamed={1, 4}),
     Mutant("sm_scale_ignored",
            [("    if sm_scale is None:\n        sm_scale = 1.0 / math.sqrt(HEAD_DIM)",
              "    sm_scale = 1.0 / math.sqrt(HEAD_DIM)")],
