@@ -152,6 +152,13 @@ MUTANTS = [
              "        raise NotImplementedError(\"TODO: replace this line with your code\")\n")],
            {"autograd", "deterministic", "anti_cheat"}, "TODO 14 left undone: the message must name it",
            passes={"forward", "backward_dkdv"}),
+    Mutant("backward_returns_three_gradients",
+           [("        return dq, dk, dv, None, None\n", "        return dq, dk, dv\n")],
+           {"autograd", "deterministic", "anti_cheat"},
+           "TODO 14 returns dq, dk, dv only: autograd wants one gradient per input of forward (5), and PyTorch's "
+           "RuntimeError names no line of the submission; the message must name TODO 14",
+           passes={"forward", "backward_dkdv"},
+           not_blamed=set(range(1, 13))),  # the kernels, never; TODO 13 is named by the autograd check's own title
     Mutant("backward_forgets_causal",
            [("attention_backward(do, q, k, v, o, lse, ctx.causal, ctx.sm_scale)",
              "attention_backward(do, q, k, v, o, lse, False, ctx.sm_scale)")],
