@@ -17,10 +17,12 @@ Everything here is plain PyTorch, so every mode (interpreter and structure too) 
 when there is no GPU.
 """
 import math
+import re
 
 import torch
 
 from ..harness import CheckFailed, Lesson
+from ..messages import text
 from ..notebook_checks import mismatch
 
 lesson = Lesson(
@@ -55,7 +57,18 @@ def expect_softmax(ctx, x, dim=None):
     shown = "" if dim is None else f", dim={dim}"
     what = ctx.t(f"stable_softmax(x{shown}) for x of shape {tuple(x.shape)}, {x.dtype}",
                  f"stable_softmax(x{shown})，x 的形状为 {tuple(x.shape)}，{x.dtype}")
-    out = ctx.call("stable_softmax", x) if dim is None else ctx.call("stable_softmax", x, dim=dim)
+    try:
+        out = ctx.call("stable_softmax", x) if dim is None else ctx.call("stable_softmax", x, dim=dim)
+    except CheckFailed as failure:
+        # torch's "The size of tensor a (10) must match the size of tensor b (4)": a broadcast that failed
+        if not re.search(r"\(\d+\) must\W", str(failure)):
+            raise
+        # a max or a sum without keepdim: which one, the line of the error shows (both are reductions along dim)
+        raise CheckFailed(f"{failure}\n" + ctx.t(
+            "A size mismatch in stable_softmax: a max or a sum along `dim` without keepdim=True drops that dim, and "
+            "the result no longer lines up with x (m of TODO 1 or s of TODO 3; the line above shows which)",
+            "stable_softmax 中出现了形状不匹配：沿 `dim` 求最大值或求和时不加 keepdim=True，这一维就会消失，结果便无法与 x "
+            "对齐（TODO 1 的 m 或 TODO 3 的 s；上面那一行会告诉你是哪一个）")) from None
     dim = -1 if dim is None else dim
     same = torch.softmax(x.float(), dim=dim).nan_to_num(0.0).to(x.dtype)
     try:
@@ -175,6 +188,10 @@ def attention_hint(ctx, got, q, k, v, causal, sm_scale, atol):
                  dict(sm_scale=1.0)),
                 (ctx.t("the scores were scaled by 1/d; the default is 1/sqrt(d) (TODO 4)",
                        "分数乘的是 1/d；默认应为 1/sqrt(d)（TODO 4）"), dict(sm_scale=1.0 / d)),
+                (ctx.t("the scores were scaled by 1/sqrt(N), N the number of keys; the default is 1/sqrt(d), d the "
+                       "head dimension q.shape[-1] (TODO 4)",
+                       "分数乘的是 1/sqrt(N)，N 是键的个数；默认应为 1/sqrt(d)，d 是头维度 q.shape[-1]（TODO 4）"),
+                 dict(sm_scale=1.0 / math.sqrt(N))),
                 (ctx.t("the softmax ran over the queries (dim=-2); it must run over the keys, the last dim (TODO 6)",
                        "softmax 是沿查询（dim=-2）做的；它必须沿键，也就是最后一维来做（TODO 6）"),
                  dict(softmax_dim=-2))]
@@ -210,7 +227,7 @@ def attention_hint(ctx, got, q, k, v, causal, sm_scale, atol):
         kwargs.update(change)
         wrong = attention(q, k, v, **kwargs)
         if wrong.shape == got.shape and mismatch(got, wrong.to(got.dtype), atol=atol, rtol=0.0) is None:
-            return ctx.t(f". It looks like {sentence}", f"。看起来{sentence}")
+            return ctx.t(f". It looks like {sentence}", f"。看起来{' ' if sentence[:1].isascii() else ''}{sentence}")
     return ""
 
 
@@ -225,12 +242,16 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, note=""):
     what = ctx.t(f"naive_attention(q, k, v{shown}) with q {tuple(q.shape)}, k and v {tuple(k.shape)}, {q.dtype}",
                  f"naive_attention(q, k, v{shown})，q 的形状为 {tuple(q.shape)}，k 和 v 的形状为 {tuple(k.shape)}，"
                  f"{q.dtype}") + note
-    out = ctx.call("naive_attention", q, k, v, **kwargs)
     exact = attention(q, k, v, causal, sm_scale)
     same = attention(q, k, v, causal, sm_scale, dtype=q.dtype)
+    out = None
     try:
+        # inside the try: a softmax that returns float32 for float16 scores makes `p @ v` raise (TODO 7's line)
+        out = ctx.call("naive_attention", q, k, v, **kwargs)
         ctx.expect_close(out, exact, same_precision=same, what=what)
     except CheckFailed as failure:
+        if out is None and not str(failure).startswith(text("raised", ctx.language, error="")):
+            raise  # the call did not return: a crash, a hang, a forbidden call or a changed input says it all
         # naive_attention rests on the student's stable_softmax: name a TODO of naive_attention only once the
         # softmax is right on the scores this call makes (a softmax along the wrong dim looks like TODO 6's mistake)
         hint = softmax_of_scores_problem(ctx, q, k, causal, sm_scale)
