@@ -152,6 +152,9 @@ def plain_diagnosis(ctx, case):
         (lambda: online_softmax(q, k, v, scale, rescale_acc=False),
          ctx.t("; the output is what you get when l_i is rescaled by alpha but acc is not (TODO 3)",
                "；输出正是 l_i 乘了 alpha、acc 却没有乘的结果（TODO 3）")),
+        (lambda: exact_attention(q, k, v, scale * math.log(2)),
+         ctx.t("; the output is what you get with tl.exp2 where the online softmax needs tl.exp (TODO 3)",
+               "；输出正是在线 softmax 该用 tl.exp 的地方用了 tl.exp2 的结果（TODO 3）")),
         (lambda: online_softmax(q, k, v, scale, normalise=False),
          ctx.t("; the output is acc before the division: after the loop it must be divided by l_i (TODO 5)",
                "；输出是除法之前的 acc：循环结束后要除以 l_i（TODO 5）")),
@@ -399,7 +402,7 @@ def strides_concept(ctx, failed):
         return ctx.t("; each of q, k and v alone, as a view with rows further apart than d, gives a wrong result: "
                      "the kernel gets rows d apart for all of them; the wrapper must pass the row strides "
                      "q.stride(0), k.stride(0), v.stride(0), out.stride(0) (TODO 6)",
-                     "；q、k、v 中任何一个单独作为行间距大于 d 的视图，结果都不对：kernel 拿到的每个张量的行间距都是 d；"
+                     "；q、k、v 中任何一个单独作为行 stride 大于 d 的视图，结果都不对：kernel 拿到的每个张量的行 stride 都是 d；"
                      "包装函数要传入行 stride：q.stride(0)、k.stride(0)、v.stride(0)、out.stride(0)（TODO 6）")
     if wrong == ["k", "v"]:
         return ctx.t("; wrong when only k is a view and when only v is, right when only q is: K's and V's rows are "
@@ -415,7 +418,7 @@ def strides_concept(ctx, failed):
         return ctx.t(f"; wrong when only {' and '.join(wrong)} {'is a view' if len(wrong) == 1 else 'are views'} "
                      f"with rows further apart than d: look at {', '.join(where[t] for t in wrong)}, and at the "
                      "stride the wrapper passes there (TODO 6)",
-                     f"；只有 {'、'.join(wrong)} 是行间距大于 d 的视图时就不对：检查{'，'.join(where[t] for t in wrong)}，"
+                     f"；只有 {'、'.join(wrong)} 是行 stride 大于 d 的视图时就不对：检查{'，'.join(where[t] for t in wrong)}，"
                      "以及包装函数在那个位置传入的 stride（TODO 6）")
     return ctx.t("; q, k and v are each read right when only one of them is a view, and wrong together: two of them "
                  "share a row stride in your code; each pointer must use its own (TODO 1, TODO 2, TODO 4), passed in "
@@ -425,7 +428,7 @@ def strides_concept(ctx, failed):
 
 
 @lesson.check(1, "attention on views whose rows are further apart than d (row strides)", needs=NEEDS,
-              kernels=KERNELS, zh="行间距大于 d 的视图上的注意力（行 stride）")
+              kernels=KERNELS, zh="行 stride 大于 d 的视图上的注意力")
 def strided(ctx):
     # Three different row strides: q's d + pad, k's 2·d (packed with another tensor), v's d + v_pad, so a kernel
     # that uses one tensor's stride for another's rows (stride_kn for V, say) reads the wrong rows.

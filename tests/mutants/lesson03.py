@@ -17,6 +17,12 @@ MUTANTS = [
            {"basic", "ragged_n", "m_ne_n"}, "l_i and acc are not rescaled by alpha when a later block raises the max: "
            "every check with two blocks or more fails, and each message must name TODO 3 (the instructor trial: the "
            "checks named the key mask and M ≠ N instead)", not_blamed={1, 2, 4, 5, 6}),
+    Mutant("exp2_for_exp",
+           [("        alpha = tl.exp(m_i - m_new)", "        alpha = tl.exp2(m_i - m_new)"),
+            ("        p = tl.exp(s - m_new)", "        p = tl.exp2(s - m_new)")],
+           ALL, "tl.exp2 where the online softmax needs tl.exp (a softmax of the scores times ln 2): every check "
+           "fails, and each message must name TODO 3 (a new-learner trial: check (a) named no TODO)",
+           not_blamed={1, 2, 4, 5, 6}),
     Mutant("masked_keys_zero",
            [('s = tl.where(n_mask, s, float("-inf"))', "s = tl.where(n_mask, s, 0.0)")],
            {"ragged_n"}, "the scores of keys beyond N are 0 instead of -inf", passes=ALL - {"ragged_n"},
