@@ -9,6 +9,7 @@ message, not a traceback through the grader's files.
 """
 import hashlib
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -41,8 +42,12 @@ def grade(lesson_id, check_id, notebook_path=None):
     if key not in _REPORTS:
         _REPORTS[key] = run_lesson(lesson_id, path, mode)
     result = next(t for t in _REPORTS[key].tests if t.id == check_id)
-    # wrapped, so the feedback page shows the whole message without scrolling
-    wrapped = "\n   ".join(textwrap.fill(part, 90, subsequent_indent="   ") for part in result.message.split("\n"))
+    # wrapped, so the feedback page shows the whole message without scrolling; but the first line keeps the whole
+    # "<title> [mode: …]:", which the feedback page reads to name the check (grader/nbgrader_feedback.py)
+    head = re.match(r"[^\n]*?\[mode: \w+\]:?", result.message)
+    first_width = max(90, len(head.group(0)) + 2) if head else 90
+    wrapped = "\n   ".join(textwrap.fill(part, first_width if i == 0 else 90, subsequent_indent="   ")
+                           for i, part in enumerate(result.message.split("\n")))
     if not result.passed:
         print("❌", wrapped)
         raise CheckFailed(text("check_failed", _REPORTS[key].language, check=check_id, points=f"{result.max_points:g}"))
