@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from . import editions, notebook, sandbox, structure, wire
-from .messages import text
+from .messages import MESSAGES, text
 from .notebook_checks import mismatch, nan_framed, todo_message, unfinished_todos
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,6 +284,7 @@ class Check:
     modes: tuple = ("gpu", "interpreter")  # modes that run `fn`; structure mode uses the static checks
     timeout: float = 240
     compile_only: bool = False  # runs the kernels through Triton's compiler for real GPUs, never launches them
+    interpreted: bool = False  # runs in Triton's interpreter in every mode (on a GPU machine too): the memory check
     zh: str = None             # the title in the Chinese edition
 
     def title_in(self, language):
@@ -472,7 +473,7 @@ def _call_reply(name, reply, language="en"):
         raise bad("not [output, gradients, facts]")
     out, grads, info = reply
     expected = {"launched": list, "forbidden": list, "largest_numel": int, "largest_shape": list,
-                "inputs_modified": list, "seconds": (int, float), "stores_past_end": list}
+                "inputs_modified": list, "seconds": (int, float), "stores_past_end": list, "out_of_bounds": list}
     if set(info) != set(expected) or not all(isinstance(info[k], t) and type(info[k]) is not bool
                                              for k, t in expected.items()):
         raise bad("facts")
@@ -487,7 +488,40 @@ def _call_reply(name, reply, language="en"):
         raise bad("sizes")
     if grads is not None and type(grads) is not list:
         raise bad("gradients")
+    if not all(type(f) is dict and (f == {"removed": True} or _is_access(f)) for f in info["out_of_bounds"]):
+        raise bad("memory accesses")
     return out, grads, info
+
+
+def _is_access(found):
+    """An access outside the tensors, as worker.MemoryGuard reports it (plain data, checked field by field)."""
+    ints = lambda xs: type(xs) is list and all(type(x) is int for x in xs)
+    tensor = found.get("tensor")
+    return (set(found) == {"kind", "kernel", "outside", "accessed", "axes", "block", "program", "tensor", "where",
+                           "code"} and type(found["block"]) is int
+            and found["kind"] in ("load", "store", "atomic") and all(type(found[k]) is str for k in
+                                                                     ("kernel", "where", "code"))
+            and type(found["outside"]) is int and type(found["accessed"]) is int and ints(found["program"])
+            and type(found["axes"]) is list and all(ints(a) and len(a) == 4 for a in found["axes"])
+            and (tensor is None or (type(tensor) is list and len(tensor) == 2 and type(tensor[0]) is str
+                                    and ints(tensor[1]))))
+
+
+def out_of_bounds_message(name, found, language="en"):
+    """What an access outside every tensor of a kernel launch costs (Context.call(..., sanitize=True))."""
+    if found.get("removed"):
+        return text("guard_removed", language, name=name)
+    words = MESSAGES["out_of_bounds_words"][language if language in ("en", "zh") else "en"]
+    two_d = len(found["axes"]) and max(a for a, *_ in found["axes"]) <= 1 and found["block"] == 2
+    partial = [words[("rows", "columns")[axis] if two_d else "axis"].format(axis=axis, lo=lo, hi=hi, n=n)
+               for axis, n, lo, hi in found["axes"]]
+    tensor = found["tensor"]
+    return text("out_of_bounds", language, kernel=found["kernel"], name=name, kind=words[found["kind"]],
+                outside=found["outside"], accessed=found["accessed"], where=found["where"] or "?",
+                code=found["code"], program=tuple(found["program"]),
+                positions=words["and"].join(partial) or words["every"],
+                tensor=words["into"].format(tensor=tensor[0], shape=tuple(tensor[1])) if tensor else "",
+                other=words["other"] if found["kind"] == "load" else "")
 
 
 class Lesson:
@@ -503,11 +537,13 @@ class Lesson:
         self.structure_needs = structure_needs  # {function: [expressions it must use]}
         self.checks = []
 
-    def check(self, points, title, needs=(), kernels=(), modes=None, timeout=240, compile_only=False, zh=None):
+    def check(self, points, title, needs=(), kernels=(), modes=None, timeout=240, compile_only=False, zh=None,
+              interpreted=False):
         """Register a check; `title` in English and `zh` in Chinese (what the feedback of each edition shows)."""
         def register(fn):
             self.checks.append(Check(fn.__name__, points, title, fn, tuple(needs), tuple(kernels),
-                                     tuple(modes or self.default_modes), timeout, compile_only, zh))
+                                     tuple(modes or self.default_modes), timeout, compile_only,
+                                     interpreted=interpreted, zh=zh))
             return fn
         return register
 
@@ -544,16 +580,21 @@ class Context:
             raise CheckFailed(text("raised", self.language, error=reply["error"][1]))
         return reply["ok"]
 
-    def call(self, name, *args, backward=None, allow_torch=False, **kwargs):
+    def call(self, name, *args, backward=None, allow_torch=False, sanitize=False, **kwargs):
         """Call the student's `name` in the worker; returns its output (and grads when backward= is given).
         Floating-point tensor arguments travel inside NaN (nan_framed), so a read past a row or past the end of a
         tensor shows in the output; `ctx.last_args` holds them as the worker got them."""
         args = tuple(nan_framed(a) for a in args)
         kwargs = {k: nan_framed(v) for k, v in kwargs.items()}
         self.last_args = args
-        reply = self._send("call", name=name, args=list(args), kwargs=kwargs, backward=backward)
+        reply = self._send("call", name=name, args=list(args), kwargs=kwargs, backward=backward,
+                           **({"sanitize": True} if sanitize else {}))
         out, grads, info = _call_reply(name, reply, self.language)
         self.last_info = info
+        if sanitize and not self.check.interpreted:
+            raise RuntimeError(f"check {self.check.id}: ctx.call(sanitize=True) needs interpreted=True")
+        for found in info["out_of_bounds"]:
+            raise CheckFailed(out_of_bounds_message(name, found, self.language))
         for i in info["inputs_modified"]:
             raise CheckFailed(text("input_changed", self.language, name=name, index=i))
         for shape in info["stores_past_end"]:
@@ -624,6 +665,14 @@ class Context:
                 or set(shared) != {str(c) for c in capabilities}:
             raise CheckFailed(text("bad_compile", self.language, kernel=kernel, what=wire.describe_type(shared)))
         return {int(cc): v for cc, v in shared.items()}
+
+    def ttir(self, kernel, signature, constexprs, capability=90, **options):
+        """The Triton IR (text) of the student's kernel compiled for a real GPU: a compile_only check reads it."""
+        ir = self._send("ttir", kernel=kernel, signature=signature, constexprs=constexprs, capability=capability,
+                        **options)
+        if type(ir) is not str:
+            raise CheckFailed(text("bad_compile", self.language, kernel=kernel, what=wire.describe_type(ir)))
+        return ir
 
     # ── verdicts ──────────────────────────────────────────────────────────────────────────────────
     def fail(self, message):
@@ -799,7 +848,7 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
     workers = []
 
     def start(program_text, folder):
-        worker_mode = "compile" if check.compile_only else mode
+        worker_mode = "compile" if check.compile_only else "interpreter" if check.interpreted else mode
         zygote = zygotes.get(worker_mode, program_text) if zygotes and folder == "submission" else None
         workers.append(Worker(worker_mode, program_text, work / folder, work / "logs", submission.hidden, language,
                               zygote=zygote, hangs=hangs if folder == "submission" else None, check_id=check.id))
@@ -822,7 +871,8 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
         failures, note = [], None
         for run, seed in enumerate(seeds, 1):
             try:
-                note = check.fn(Context(lesson, check, mode, worker, seed, program, reference, language))
+                ctx_mode = "interpreter" if check.interpreted else mode  # its inputs: on the CPU, interpreter-sized
+                note = check.fn(Context(lesson, check, ctx_mode, worker, seed, program, reference, language))
             except CheckFailed as failure:
                 failures.append(f"{failure}" + text("seed", language, seed=seed))
             if progress:

@@ -48,6 +48,28 @@ MESSAGES = {
                             "around each input is checked too); inputs must stay unchanged",
                       "zh": "`{name}` 原地修改了第 {index} 个输入参数，或者写到了它的末尾之外（每个输入周围的内存也会检查）；"
                             "输入必须保持不变"},
+    "out_of_bounds": {"en": "`{kernel}` (launched by `{name}`) {kind} {outside} of the {accessed} elements it asks for "
+                            "outside every tensor it was given, in {where}: `{code}`. In program {program} they are "
+                            "{positions} of that access{tensor}. Mask them out: `mask=` with the bounds of that axis"
+                            "{other}. The values may be thrown away later, but on a GPU the access itself can stop the "
+                            "kernel with an illegal memory access (when the tensor ends at a page boundary)",
+                      "zh": "`{kernel}`（由 `{name}` 启动）{kind}了 {outside} 个元素（共访问 {accessed} 个），它们不在传给它的"
+                            "任何张量里，位置在{where}：`{code}`。在 program {program} 中，越界的是这次访问的{positions}"
+                            "{tensor}。请把它们遮住：用 `mask=` 写出那个轴的边界{other}。这些值之后也许会被丢掉，但在 GPU "
+                            "上，这次访问本身就可能让 kernel 因非法内存访问（illegal memory access）而停止（当张量正好在"
+                            "一个内存页的边界结束时）"},
+    "out_of_bounds_words": {"en": {"load": "reads", "store": "writes", "atomic": "updates atomically",
+                                   "other": " (and `other=` for a load)", "into": " (the pointer is into `{tensor}`, "
+                                   "of shape {shape})", "every": "every element", "axis": "positions {lo} to {hi} "
+                                   "along its axis {axis} (of {n})", "rows": "rows {lo} to {hi} (of {n})",
+                                   "columns": "columns {lo} to {hi} (of {n})", "and": " and "},
+                            "zh": {"load": "读取", "store": "写入", "atomic": "原子地更新", "other": "（load 还要写 "
+                                   "`other=`）", "into": "（指针指向 `{tensor}`，形状 {shape}）", "every": "全部元素",
+                                   "axis": "第 {axis} 轴上的位置 {lo} 到 {hi}（共 {n} 个）", "rows": "第 {lo} 到 {hi} 行"
+                                   "（共 {n} 行）", "columns": "第 {lo} 到 {hi} 列（共 {n} 列）", "and": "和"}},
+    "guard_removed": {"en": "`{name}`: the memory check that runs your kernels was switched off by your code; a "
+                            "notebook must not patch Triton's interpreter",
+                      "zh": "`{name}`：运行你的 kernel 的内存检查被你的代码关掉了；笔记本不许修改 Triton 的解释器"},
     "store_past_end": {"en": "`{name}` stored past the end of a tensor of shape {shape} that it allocated "
                              "(torch.empty…): a store without a mask, or an offset one row or tile too far",
                        "zh": "`{name}` 写到了它自己分配的形状为 {shape} 的张量（torch.empty…）末尾之外：一次没有掩码的写入，"

@@ -126,6 +126,19 @@ def tampering(code):
         if isinstance(node, ast.Import):
             file_modules.update((a.asname or a.name).split(".")[0] for a in node.names
                                 if a.name.split(".")[0] in ("torch", "numpy"))
+    # a name bound to a module's attribute (`b = triton.runtime.interpreter.InterpreterBuilder`) is that module as
+    # far as a change goes: `b.create_masked_load = …` patches Triton as surely as the spelled-out assignment
+    def attribute_chain_root(node):
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+    aliases = None
+    while aliases != modules:
+        aliases = set(modules)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Attribute, ast.Name)) \
+                    and attribute_chain_root(node.value) in modules:
+                modules.update(t.id for target in node.targets for t in ast.walk(target) if isinstance(t, ast.Name))
     found = []
 
     def flag(node, what):

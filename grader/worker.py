@@ -117,6 +117,170 @@ def _kernel_origin(kernel):
     return [str(name), code.co_filename if code else "?", code.co_firstlineno if code else 0]
 
 
+class MemoryGuard:
+    """Bounds checking of the kernels that Triton's interpreter runs (a sanitizer, like triton-viz's, without its
+    dependencies): while `active`, every element a load, store or atomic touches must be an element of one of the
+    tensors the kernel was launched with. An access outside them, which a GPU may answer with an illegal memory
+    access when the tensor ends at a page boundary, is recorded with the learner's line, and left out of the access
+    (its mask made False there), so that the interpreter never reads or writes outside the tensors.
+
+    Installed once per worker (Session.call(..., sanitize=True)); `tensors` are the arguments of the launch that runs
+    now, as the interpreter's host copies."""
+
+    def __init__(self, programs, language="en"):
+        import numpy as np
+        from triton.runtime import interpreter
+        self.np, self.programs, self.language = np, programs, language
+        self.active, self.tensors, self.kernel, self.found = False, [], "?", []
+        guard = self
+        original_args = interpreter.GridExecutor._init_args_hst
+
+        def _init_args_hst(executor, args_dev, kwargs):
+            args_hst, kwargs_hst = original_args(executor, args_dev, kwargs)
+            if guard.active:
+                names = list(inspect_parameters(executor.fn))
+                guard.begin(getattr(executor.fn, "__name__", "?"),
+                            list(zip(names, args_hst)) + list(kwargs_hst.items()))
+            return args_hst, kwargs_hst
+        interpreter.GridExecutor._init_args_hst = _init_args_hst
+
+        builder = interpreter.InterpreterBuilder
+        load, store, rmw = builder.create_masked_load, builder.create_masked_store, builder.create_atomic_rmw
+        cas = builder.create_atomic_cas
+
+        def create_masked_load(b, ptrs, mask, other, *rest):
+            return load(b, ptrs, guard.safe(ptrs, mask, "load"), other, *rest)
+
+        def create_masked_store(b, ptrs, value, mask, *rest):
+            return store(b, ptrs, value, guard.safe(ptrs, mask, "store"), *rest)
+
+        def create_atomic_rmw(b, op, ptr, val, mask, *rest):
+            return rmw(b, op, ptr, val, guard.safe(ptr, mask, "atomic"), *rest)
+
+        def create_atomic_cas(b, ptr, cmp, val, *rest):  # no mask: an access outside is recorded, then done anyway
+            guard.safe(ptr, None, "atomic")
+            return cas(b, ptr, cmp, val, *rest)
+        self.hooks = {"create_masked_load": create_masked_load, "create_masked_store": create_masked_store,
+                      "create_atomic_rmw": create_atomic_rmw, "create_atomic_cas": create_atomic_cas}
+        for name, hook in self.hooks.items():
+            setattr(builder, name, hook)
+        self.executor_hook = _init_args_hst
+
+    def intact(self):
+        """Whether the hooks are still the ones installed (learner code that removes them is caught here too)."""
+        from triton.runtime import interpreter
+        return interpreter.GridExecutor._init_args_hst is self.executor_hook and all(
+            getattr(interpreter.InterpreterBuilder, name) is hook for name, hook in self.hooks.items())
+
+    def begin(self, kernel, named_args):
+        import torch
+        self.kernel, self.tensors = kernel, []
+
+        def add(name, value):
+            if isinstance(value, torch.Tensor) and value.numel():
+                self.tensors.append((name, value.data_ptr(), value.element_size(), list(value.shape),
+                                     list(value.stride())))
+            elif isinstance(value, tuple):
+                for i, v in enumerate(value):
+                    add(f"{name}[{i}]", v)
+            elif hasattr(value, "base") and isinstance(getattr(value, "base"), torch.Tensor):  # a TensorDescriptor
+                add(name, value.base)
+        for name, value in named_args:
+            add(name, value)
+
+    def _inside(self, addresses, tensor):
+        """Which addresses are elements of `tensor` (its gaps, say between the rows of x[:, :d], are not)."""
+        np = self.np
+        _, base, size, shape, strides = tensor
+        offset = addresses.astype(np.int64) - np.int64(base)
+        dims = sorted(((n, s) for n, s in zip(shape, strides) if n > 1 and s > 0), key=lambda d: -d[1])
+        extent = 1 + sum((n - 1) * s for n, s in dims)
+        ok = (offset >= 0) & (offset < extent * size) & (offset % size == 0)
+        element = offset // size
+        nested = all(s > sum((m - 1) * t for m, t in dims[i + 1:]) for i, (n, s) in enumerate(dims))
+        if nested:  # strides that nest (any view made by slicing): an element's index in each dimension is exact
+            for n, s in dims:
+                index = element // s
+                ok &= index < n
+                element = element - index * s
+        return ok
+
+    def safe(self, ptrs, mask, kind):
+        """The access's mask with the elements outside every tensor turned off, each such access recorded."""
+        if not self.active:
+            return mask
+        np = self.np
+        from triton.runtime.interpreter import TensorHandle
+        addresses = np.asarray(ptrs.data)
+        if mask is None:
+            on = np.ones(addresses.shape, dtype=bool)
+        else:
+            on = np.broadcast_to(np.asarray(mask.data if isinstance(mask, TensorHandle) else mask, dtype=bool),
+                                 addresses.shape)
+        inside = np.zeros(addresses.shape, dtype=bool)
+        for tensor in self.tensors:
+            inside |= self._inside(addresses, tensor)
+        outside = on & ~inside
+        if not outside.any():
+            return mask
+        self.record(kind, addresses, on, inside, outside)
+        safe = on & inside
+        return TensorHandle(safe, mask.dtype) if isinstance(mask, TensorHandle) else safe
+
+    def record(self, kind, addresses, on, inside, outside):
+        np = self.np
+        frame, line = sys._getframe(), None
+        while frame is not None:
+            if frame.f_code.co_filename in self.programs:
+                line = [frame.f_code.co_filename, frame.f_lineno]
+                break
+            frame = frame.f_back
+        if any(f["kind"] == kind and f["line"] == line for f in self.found) or len(self.found) >= 8:
+            return
+        # the axes of the block along which only some of the positions accessed are outside, each as
+        # [axis, its size, first, last]: e.g. rows 5..15 of 16 (a missing row mask), columns 12..15 (the head dim's)
+        axes = []
+        others = lambda axis: tuple(a for a in range(outside.ndim) if a != axis)
+        for axis, n in enumerate(outside.shape):
+            hit = np.nonzero(outside.any(axis=others(axis)))[0]
+            if hit.size < int(on.any(axis=others(axis)).sum()):
+                axes.append([axis, int(n), int(hit.min()), int(hit.max())])
+        # the tensor this access is into: the one holding most of its elements inside, else the nearest below
+        owner = None
+        counts = [int((on & self._inside(addresses, t)).sum()) for t in self.tensors]
+        if counts and max(counts) > 0:
+            owner = self.tensors[counts.index(max(counts))]
+        else:
+            first = int(addresses[outside].flat[0])
+            below = [t for t in self.tensors if t[1] <= first]
+            owner = max(below, key=lambda t: t[1]) if below else None
+        from triton.runtime.interpreter import interpreter_builder
+        self.found.append({"kind": kind, "kernel": str(self.kernel), "line": line, "outside": int(outside.sum()),
+                           "accessed": int(on.sum()), "axes": axes, "block": int(outside.ndim),
+                           "program": [int(i) for i in interpreter_builder.grid_idx],
+                           "tensor": [owner[0], owner[3]] if owner else None})
+
+    def report(self):
+        """The accesses recorded (plain data for the judge), each with its place in the learner's notebook."""
+        found = []
+        for f in self.found:
+            f = dict(f)
+            filename, lineno = f.pop("line") or (None, 0)
+            code = ""
+            if filename in self.programs:
+                lines = self.programs[filename].split("\n")
+                code = lines[lineno - 1].strip()[:160] if 0 < lineno <= len(lines) else ""
+            f["where"] = cell_and_line(self.programs[filename], lineno, self.language) if filename in self.programs else ""
+            f["code"] = code
+            found.append(f)
+        return found
+
+
+def inspect_parameters(fn):
+    import inspect
+    return inspect.signature(fn).parameters
+
+
 class Session:
     def __init__(self, mode, language="en", notify=None):
         self.mode, self.language = mode, language
@@ -124,6 +288,7 @@ class Session:
         self.namespaces = {}
         self.programs = {}
         self.launched = []
+        self.guard = None  # MemoryGuard, installed at the first call that asks for it
         self._hook_kernel_launches()
         # On a GPU, Triton compiles a kernel at its first launch: seconds that are not the learner's run time. The
         # judge is told when each compile starts and ends, so that it takes only run time for a hang (harness.Worker).
@@ -209,9 +374,16 @@ class Session:
             raise LookupError(f"`{name}` is not defined in the notebook")
         return fn
 
-    def call(self, name, args, kwargs, key="student", backward=None):
+    def call(self, name, args, kwargs, key="student", backward=None, sanitize=False):
+        """`name`(*args, **kwargs) (and its backward); with `sanitize`, every kernel the interpreter runs is
+        bounds-checked (MemoryGuard): info["out_of_bounds"] lists the accesses outside the kernel's tensors."""
         import torch
         fn = self._function(key, name)
+        if sanitize:
+            if os.environ.get("TRITON_INTERPRET") != "1":
+                raise RuntimeError("the memory check runs kernels in Triton's interpreter only")
+            self.guard = self.guard or MemoryGuard(self.programs, self.language)
+            self.guard.found, self.guard.active = [], True
         if backward is not None:
             for a in args:
                 if isinstance(a, torch.Tensor) and a.is_floating_point():
@@ -220,13 +392,20 @@ class Session:
         watch_mode, largest = _watchers()
         del self.launched[:]
         started = time.time()
-        with largest, watch_mode:
-            out = fn(*args, **kwargs)
-        grads = None
-        if backward is not None:
-            with watch_mode:
-                torch.autograd.backward(out, backward)
-            grads = [a.grad if isinstance(a, torch.Tensor) else None for a in args]
+        try:
+            with largest, watch_mode:
+                out = fn(*args, **kwargs)
+            grads = None
+            if backward is not None:
+                with watch_mode:
+                    torch.autograd.backward(out, backward)
+                grads = [a.grad if isinstance(a, torch.Tensor) else None for a in args]
+        finally:
+            if self.guard:
+                self.guard.active = False
+        out_of_bounds = []
+        if sanitize:
+            out_of_bounds = self.guard.report() if self.guard.intact() else [{"removed": True}]
         if self.device == "cuda":
             torch.cuda.synchronize()
         seconds = time.time() - started
@@ -239,7 +418,7 @@ class Session:
         calls = [[name, [list(s) for s in shapes], n] for (name, shapes), n in watch_mode.counts.items()]
         info = {"launched": launched, "forbidden": calls, "largest_numel": largest.numel,
                 "largest_shape": largest.shape, "inputs_modified": modified, "seconds": seconds,
-                "stores_past_end": watch_mode.stores_past_end()}
+                "stores_past_end": watch_mode.stores_past_end(), "out_of_bounds": out_of_bounds}
         return [out, grads, info]
 
     def bench(self, name, args, kwargs, key="student", backward=False, reps=None):
@@ -263,8 +442,8 @@ class Session:
             times.append((time.perf_counter() - started) * 1e3)
         return sorted(times)[len(times) // 2]
 
-    def aot(self, kernel, signature, constexprs, capabilities, num_warps=4, num_stages=None):
-        """Compile a kernel ahead of time for real GPUs; returns {capability: shared memory bytes}."""
+    def _compiled(self, kernel, signature, constexprs, capability, num_warps=4, num_stages=None):
+        """The student's kernel compiled by Triton for a real GPU of this capability (no GPU needed)."""
         import triton
         from triton.backends.compiler import GPUTarget
         fn = self._function("student", kernel)
@@ -272,15 +451,21 @@ class Session:
             fn = fn.fn  # autotuner / heuristics wrapper
         if not isinstance(fn, triton.runtime.jit.JITFunction):
             raise TypeError(f"`{kernel}` is not a @triton.jit kernel")
-        shared = {}
-        for cc in capabilities:
-            options = {"num_warps": num_warps}
-            if num_stages:
-                options["num_stages"] = num_stages
-            source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-            compiled = triton.compile(source, target=GPUTarget("cuda", cc, 32), options=options)
-            shared[str(cc)] = int(compiled.metadata.shared)
-        return shared
+        options = {"num_warps": num_warps}
+        if num_stages:
+            options["num_stages"] = num_stages
+        source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+        return triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
+
+    def aot(self, kernel, signature, constexprs, capabilities, num_warps=4, num_stages=None):
+        """Compile a kernel ahead of time for real GPUs; returns {capability: shared memory bytes}."""
+        return {str(cc): int(self._compiled(kernel, signature, constexprs, cc, num_warps, num_stages).metadata.shared)
+                for cc in capabilities}
+
+    def ttir(self, kernel, signature, constexprs, capability=90, num_warps=4, num_stages=None):
+        """The kernel's Triton IR (before any lowering to the GPU) as text: the judge reads in it, say, whether an
+        offset is computed in 64-bit integers."""
+        return str(self._compiled(kernel, signature, constexprs, capability, num_warps, num_stages).asm["ttir"])
 
     def where(self, filename, lineno):
         text = self.programs.get(filename)
