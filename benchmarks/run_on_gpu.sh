@@ -10,6 +10,9 @@
 #                     plots (decode.txt and the files it writes)
 #   waves             lesson 06's GB/s against num_splits around one wave of programs (waves.txt)
 #   mutation          the interpreter's surviving mutants graded in gpu mode (mutation_gpu.txt)
+#   mutants:NAME      the one-token mutants of LESSONS graded in interpreter mode on this machine's many cores, JOBS at
+#                     once (make mutation-score's work, faster): verdicts_NAME.json, which `tests/mutation.py
+#                     --reuse-verdicts` turns into tests/reports/mutation_interpreter.txt (mutants_NAME.log)
 #   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
 #                     a sample class (as before)
 # A machine like the H200 image has torch and triton but neither jupyter nor nbgrader nor a package index: bring the
@@ -50,6 +53,9 @@ for stage in "$@"; do
     mutation)   timeout ${MUTATION_TIMEOUT:-400} python3 tests/mutation.py --mode gpu --jobs ${JOBS:-8} \
                   --only-ids tests/reports/mutation_interpreter_survivors.txt --out "$OUT/mutation_gpu.txt" \
                   --survivors-out "$OUT/mutation_gpu_survivors.txt" > "$OUT/mutation.log" 2>&1; tail -15 "$OUT/mutation.log" ;;
+    mutants)    OMP_NUM_THREADS=1 timeout ${MUTANTS_TIMEOUT:-540} python3 tests/mutation.py --mode interpreter \
+                  --jobs ${JOBS:-15} --trust-reference --lessons ${LESSONS:?name the lessons} \
+                  --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
     tune)       timeout ${TUNE_TIMEOUT:-300} python3 benchmarks/tune_lesson05.py ${TUNE_ARGS:-} > "$OUT/tune.txt" 2>&1 ;;
     bench)      timeout ${BENCH_TIMEOUT:-360} python3 -m benchmarks.bench --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1 ;;
     checks)     for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do

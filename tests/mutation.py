@@ -44,6 +44,7 @@ import io
 import json
 import keyword
 import multiprocessing
+import os
 import random
 import re
 import resource
@@ -798,6 +799,53 @@ def report_lines(scores, mode, command, stale, missing_ids):
     return lines
 
 
+def grading_fingerprint(lesson):
+    """A hash of everything that decides a mutant's verdict in `lesson`: its source notebook, its checks, and the
+    grader's judge and worker. A verdict saved under another fingerprint is not reused (the checks changed)."""
+    import hashlib
+    from grader import harness
+    files = [harness.source_path(lesson), ROOT / "grader" / "lessons" / f"lesson{lesson}.py",
+             ROOT / "grader" / "lessons" / "memory_safety.py"]
+    files += [ROOT / "grader" / name for name in ("harness.py", "worker.py", "wire.py", "sandbox.py", "structure.py",
+                                                 "notebook.py")]
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(Path(f).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def save_verdicts(path, verdicts, mutants, mode):
+    """Every verdict as JSON, with the fingerprint of its lesson's grading, for --reuse-verdicts."""
+    by_lesson = {}
+    for m in mutants:
+        if m.id in verdicts and verdicts[m.id].status != "not graded":
+            by_lesson.setdefault(m.lesson, {})[m.id] = vars(verdicts[m.id])
+    import platform
+    import torch
+    import triton
+    where = f"{platform.node()}, {os.cpu_count()} CPUs, torch {torch.__version__}, triton {triton.__version__}"
+    saved = {lesson: {"fingerprint": grading_fingerprint(lesson), "mode": mode, "graded_on": where, "verdicts": v}
+             for lesson, v in by_lesson.items()}
+    Path(path).write_text(json.dumps(saved, ensure_ascii=False, indent=0), encoding="utf-8")
+
+
+def reused_verdicts(paths, mode):
+    """{id: Verdict} from files of save_verdicts whose lesson's fingerprint is today's (others are graded again),
+    and a line for the report about each file."""
+    reused, notes = {}, []
+    for path in paths:
+        for lesson, saved in json.loads(Path(path).read_text(encoding="utf-8")).items():
+            if saved["mode"] != mode or saved["fingerprint"] != grading_fingerprint(lesson):
+                notes.append(f"# {Path(path).name}: {lesson}'s verdicts not reused (mode {saved['mode']}, fingerprint "
+                             f"{saved['fingerprint']}: its grading changed since)")
+                continue
+            reused.update({i: Verdict(**v) for i, v in saved["verdicts"].items()})
+            notes.append(f"# {Path(path).name}: {len(saved['verdicts'])} verdicts of {lesson} reused, graded on "
+                         f"{saved.get('graded_on', '?')} (fingerprint {saved['fingerprint']}: the same notebook, "
+                         "checks and grader)")
+    return reused, notes
+
+
 def read_ids(path):
     """[(id, line text or None)]: one mutant a line, its id, then (optional, after whitespace) the text of the line it
     changes, as --survivors-out writes them (so that an id still finds its mutant after lines above it moved);
@@ -833,6 +881,10 @@ def main(argv=None):
     parser.add_argument("--trust-reference", action="store_true",
                         help="skip grading each lesson's unchanged reference first (tests/test_lessons.py does it)")
     parser.add_argument("--list", action="store_true", help="list the mutants (id and description); grade nothing")
+    parser.add_argument("--save-verdicts", help="write every verdict here (JSON), for --reuse-verdicts")
+    parser.add_argument("--reuse-verdicts", nargs="*", default=[],
+                        help="verdicts saved by --save-verdicts (say, on a machine with more cores) that need no "
+                             "grading again: those whose lesson's notebook, checks and grader are unchanged")
     args = parser.parse_args(argv)
     if args.timeout is None and args.mode != "gpu":
         args.timeout = 120
@@ -865,12 +917,18 @@ def main(argv=None):
             print(f"no mutant any more: {mutant_id}", file=sys.stderr)
         return 0
     equivalents = load_equivalents()
-    todo = [m for ms in graded.values() for m in ms]
+    reused, reuse_notes = reused_verdicts(args.reuse_verdicts, args.mode)
+    todo = [m for ms in graded.values() for m in ms if m.id not in reused]
     started = time.time()
     print(f"grading {len(todo)} mutants of {len(graded)} lessons in {args.mode} mode, {args.jobs} at once",
           file=sys.stderr, flush=True)
 
+    collected = {}
+
     def progress(verdict, done, total):
+        if args.save_verdicts:  # as they come: a run stopped by a time limit keeps what it graded
+            collected[verdict.id] = verdict
+            save_verdicts(args.save_verdicts, collected, [m for ms in graded.values() for m in ms], args.mode)
         first_line = verdict.message.strip().split("\n")[0]
         last_line = verdict.message.strip().split("\n")[-1]
         tail = (f"killed by {verdict.check} ({verdict.how}): {first_line[:160]}" if verdict.status == "killed" else
@@ -888,7 +946,7 @@ def main(argv=None):
                                        folder, progress)
             broken = {l: v for l, v in checked.items() if v.status != "survived"}
             todo = [m for m in todo if m.lesson not in broken]
-        verdicts = grade_all(todo, args.mode, args.jobs, args.timeout, folder, progress)
+        verdicts = {**reused, **grade_all(todo, args.mode, args.jobs, args.timeout, folder, progress)}
     for lesson, v in broken.items():
         print(f"{lesson}: its reference solution fails {v.check or 'grading'}, so its mutants were not graded "
               f"(rebuild course/ with `python -m grader build --lesson {lesson}`, or fix the lesson):\n{v.message}",
@@ -897,6 +955,7 @@ def main(argv=None):
     scores = score_lessons(generated, graded, verdicts, equivalents)
     command = "python tests/mutation.py " + " ".join(argv if argv is not None else sys.argv[1:])
     lines = report_lines(scores, args.mode, command, stale_equivalents(generated, equivalents), missing)
+    lines[1:1] = reuse_notes
     lines += [f"REFERENCE FAILS {lesson}: {v.check or 'grading'}: {v.message.strip().splitlines()[0][:300]} (its "
               "mutants were not graded)" for lesson, v in broken.items()]
     lines.append(f"# {len(todo)} mutants graded in {(time.time() - started) / 60:.1f} min of wall time "
@@ -904,6 +963,8 @@ def main(argv=None):
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if args.save_verdicts:
+        save_verdicts(args.save_verdicts, verdicts, [m for ms in graded.values() for m in ms], args.mode)
     if args.survivors_out:
         found = [f"{m.id}\t{' '.join(m.before.split())}\n"
                  for s in scores.values() for m, _ in s.survived + s.equivalent]
