@@ -750,7 +750,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
                             hidden=(Path(notebook_path).resolve().parent, Path.cwd()), language=language)
     report = Report(lesson_id, mode, language=language)
     wanted = [c for c in lesson.checks if not only or c.id in only]
-    runnable = [c for c in lesson.checks if mode in c.modes]
+    runnable = [c for c in lesson.checks if runs_in(c, mode)]
     # A check that cannot run in this mode counts only when every check that ran passed (unrunnable_verdict), so
     # asking for one of them runs the others too (without reporting them).
     needed = runnable if any(c not in runnable for c in wanted) else [c for c in wanted if c in runnable]
@@ -797,10 +797,22 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
 UNRUNNABLE_RULE = text("unrunnable_rule")  # the notebooks quote it (lesson 00's "How grading feedback reads")
 
 
+def runs_in(check, mode):
+    """Whether `check` runs in `mode`. An interpreted check (the memory check) on a GPU machine whose numpy or
+    Triton the interpreter cannot work with is judged like one the mode cannot run (unrunnable_verdict)."""
+    if check.interpreted and mode == "gpu":
+        from .notebook_setup import interpreter_problem
+        return mode in check.modes and interpreter_problem() is None
+    return mode in check.modes
+
+
 def unrunnable_verdict(result, check, mode, failed, language="en"):
     """The one rule for every lesson's checks that a mode cannot run (bf16, long sequences and speed need a GPU;
     in structure mode nothing but the compile runs): UNRUNNABLE_RULE."""
     needs = text("needs_gpu" if check.modes == ("gpu",) else "needs_interpreter", language)
+    if check.interpreted and mode == "gpu":
+        from .notebook_setup import interpreter_problem
+        needs = text("needs_working_interpreter", language, why=interpreter_problem(language))
     head = f"{check.title_in(language)} [mode: {mode}]"
     if not result.passed:
         return result
@@ -841,9 +853,9 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
         return verdict(False, problem + ("; " + "; ".join(submission.cell_problems) if submission.cell_problems else ""))
     if submission.tampering:
         return verdict(False, structure.tampering_message(submission.tampering, program, language))
-    if mode not in check.modes or check.compile_only:
+    if not runs_in(check, mode) or check.compile_only:
         problem = structure.check_structure(lesson, check, program, language)
-        if problem or mode not in check.modes:
+        if problem or not runs_in(check, mode):
             return verdict(not problem, problem or text("structure_only", language))
     workers = []
 

@@ -112,6 +112,8 @@ MESSAGES = {
                       "zh": "评分程序自己在这个检查上出错了；请告诉你的老师：\n{trace}"},
     "needs_gpu": {"en": "a GPU", "zh": " GPU"},
     "needs_interpreter": {"en": "Triton's interpreter or a GPU", "zh": " Triton 解释器或 GPU"},
+    "needs_working_interpreter": {"en": "Triton's interpreter, which cannot run on this machine: {why}",
+                                  "zh": " Triton 解释器，而这台机器上的解释器不能运行：{why}"},
     "unrunnable_failed": {"en": "not run in {mode} mode (it needs {needs}), and {count} check(s) that did run failed "
                                 "({failed}): {rule}",
                           "zh": "在 {mode} 模式下没有运行（它需要{needs}），而且实际运行的检查中有 {count} 个失败了（{failed}）：{rule}"},

@@ -599,7 +599,7 @@ def grade(mutant_id, functions, lesson_id, path, mode, timeout):
     from grader import harness, lessons, structure
     started = time.time()
     lesson = lessons.get(lesson_id)
-    runnable = [c for c in lesson.checks if mode in c.modes]
+    runnable = [c for c in lesson.checks if harness.runs_in(c, mode)]
     first = [c for c in runnable if set(c.needs) & set(functions)]
     order = first + [c for c in runnable if c not in first]
     ran = 0

@@ -2,6 +2,7 @@
 import torch
 
 from ..harness import Lesson
+from .memory_safety import add_memory_check
 
 lesson = Lesson(
     "00_setup",
@@ -79,3 +80,11 @@ def softmax_compiles(ctx):
         signature = {"out_ptr": f"*{dtype}", "in_ptr": f"*{dtype}", "in_row_stride": "i32",
                      "out_row_stride": "i32", "n_cols": "i32", "BLOCK_SIZE": "constexpr"}
         ctx.aot("softmax_kernel", signature, {"BLOCK_SIZE": 1024})
+
+
+# ── memory safety (issue 24): every access inside the tensors, even one whose value is thrown away ──
+def memory_calls(ctx, call):
+    call("softmax", ctx.randn(5, 37, scale=3.0))  # rows of 37: the last 27 lanes of a 64-wide block are past the end
+
+
+add_memory_check(lesson, NEEDS, ("softmax_kernel",), memory_calls)

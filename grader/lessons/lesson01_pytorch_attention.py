@@ -7,10 +7,12 @@ Conventions the lesson teaches (and these checks hold the student to):
     query i sees keys 0..i (so no row is ever fully masked when N >= 1). The judge builds its mask element by
     element from that definition (key j > query i), not with the `triu` formula the solution uses.
 One mistake, one check (COURSE_SPEC §5): each check tests its own concept on inputs that are easy in every other
-respect. Only softmax_rows and attention_shapes use fp16; only softmax_stable huge values; only softmax_any_dim a
-dim other than the last; only softmax_masked -inf entries; only attention_shapes the default scale (the other
-attention checks pass sm_scale = 1/sqrt(d) explicitly, so a wrong default costs attention_shapes alone and an
-ignored sm_scale attention_scale alone); only the two causal checks causal=True; only attention_causal_rect a
+respect. Only softmax_rows and attention_shapes use fp16; only softmax_stable huge values, and attention_scale huge
+scores (its sm_scale = 1 case: ±100 and more, so that an attention whose softmax does not subtract the max overflows;
+a stable_softmax without it loses that case too, whose message then sends the learner to stable_softmax); only
+softmax_any_dim a dim other than the last; only softmax_masked -inf entries; only attention_shapes the default scale
+(the other attention checks pass sm_scale = 1/sqrt(d) explicitly, so a wrong default costs attention_shapes alone and
+an ignored sm_scale attention_scale alone); only the two causal checks causal=True; only attention_causal_rect a
 causal M != N; only attention_views non-contiguous inputs. (An input changed in place fails every call: the harness
 checks that on each one.)
 Everything here is plain PyTorch, so every mode (interpreter and structure too) runs the same checks, on the CPU
@@ -183,6 +185,15 @@ def attention(q, k, v, causal=False, sm_scale=None, dtype=torch.float64, softmax
 def attention_hint(ctx, got, q, k, v, causal, sm_scale, atol):
     """Name the mistake when `got` matches a known wrong variant of attention."""
     d, M, N = q.shape[-1], q.shape[-2], k.shape[-2]
+    if isinstance(got, torch.Tensor) and not torch.isfinite(got).all():
+        # called once stable_softmax is right on these scores: an overflow is naive_attention's own softmax
+        scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(d)
+        big = ((q.double() @ k.double().transpose(-2, -1)) * scale).abs().max().item()
+        if big > 80:
+            return ctx.t(f". The scores reach ±{big:.3g}, and exp() overflows float32 above 88: the probabilities must "
+                         "come from your stable_softmax, which subtracts each row's max first (TODO 6)",
+                         f"。分数达到 ±{big:.3g}，而 exp() 在 float32 下超过 88 就会溢出：概率必须由你的 stable_softmax "
+                         "计算，它会先减去每行的最大值（TODO 6）")
     variants = [(ctx.t("the scores were not scaled (use sm_scale, 1/sqrt(d) by default; TODO 4)",
                        "分数没有缩放（要用 sm_scale，默认是 1/sqrt(d)；TODO 4）"),
                  dict(sm_scale=1.0)),
@@ -278,9 +289,11 @@ def softmax_of_scores_problem(ctx, q, k, causal, sm_scale):
     return ""
 
 
-def qkv(ctx, q_shape, n_keys, dtype=torch.float32):
+def qkv(ctx, q_shape, n_keys, dtype=torch.float32, scale=1.0):
+    """q, k of `scale` (the size of the scores), v of scale 1."""
     kv_shape = (*q_shape[:-2], n_keys, q_shape[-1])
-    return ctx.randn(*q_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype), ctx.randn(*kv_shape, dtype=dtype)
+    return (ctx.randn(*q_shape, dtype=dtype, scale=scale), ctx.randn(*kv_shape, dtype=dtype, scale=scale),
+            ctx.randn(*kv_shape, dtype=dtype))
 
 
 def usual_scale(q):
@@ -305,11 +318,16 @@ def attention_shapes(ctx):
 @lesson.check(1, "naive_attention with a given sm_scale", needs=ATTENTION, timeout=60,
               zh="给定 sm_scale 的 naive_attention")
 def attention_scale(ctx):
-    # fp32 only (fp16 is attention_shapes'): with sm_scale=1 fp16 scores come near exp's overflow (exp(11) > 65504)
-    cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, 0.5), ((2, 4, 100, 64), 300, 0.03), ((3, 129, 40), 129, 1.0)],
-                     interpreter=[((2, 2, 9, 64), 9, 0.5), ((2, 4, 10, 64), 30, 0.03), ((3, 13, 40), 13, 1.0)])
-    for q_shape, n_keys, scale in cases:
-        expect_attention(ctx, *qkv(ctx, q_shape, n_keys), sm_scale=scale)
+    # fp32 only (fp16 is attention_shapes'): with sm_scale=1 fp16 scores come near exp's overflow (exp(11) > 65504).
+    # The last case gives sm_scale = 1 to q and k of scale 4 (d = 40): scores of about ±100 to ±400, where exp()
+    # overflows float32 (above 88) unless the softmax subtracts each row's max, so an attention that exponentiates
+    # the scores itself instead of calling stable_softmax (TODO 6) gives inf/NaN (the reference is float64).
+    cases = ctx.pick(gpu=[((2, 4, 256, 64), 256, 0.5, 1.0), ((2, 4, 100, 64), 300, 0.03, 1.0),
+                          ((3, 129, 40), 129, 1.0, 4.0)],
+                     interpreter=[((2, 2, 9, 64), 9, 0.5, 1.0), ((2, 4, 10, 64), 30, 0.03, 1.0),
+                                  ((3, 13, 40), 13, 1.0, 4.0)])
+    for q_shape, n_keys, sm_scale, size in cases:
+        expect_attention(ctx, *qkv(ctx, q_shape, n_keys, scale=size), sm_scale=sm_scale)
 
 
 @lesson.check(2, "naive_attention with causal=True (square: M == N)", needs=ATTENTION, timeout=60,
@@ -343,7 +361,7 @@ def attention_views(ctx):
     # Models keep (batch, tokens, heads, d) and hand attention a transposed view; q, k, v must not be modified.
     # Not causal, fp32 (causal masks and fp16 have their own checks).
     for B, M, N, H, d in ctx.pick(gpu=[(2, 300, 300, 8, 64), (2, 128, 200, 4, 64)],
-                                  interpreter=[(2, 11, 11, 3, 16), (2, 6, 9, 2, 24)]):
+                                  interpreter=[(2, 11, 11, 3, 16), (2, 6, 9, 3, 24)]):
         q = ctx.randn(B, M, H, d).transpose(1, 2)
         k = ctx.randn(B, N, H, d).transpose(1, 2)
         v = ctx.randn(B, N, H, d).transpose(1, 2)

@@ -5,13 +5,18 @@ A failing check blames its own idea only after confirming what that idea rests o
 then the plain input of `basic` at the size of the first failure (M = N, a multiple of 32 with two blocks at least,
 d rounded up to a power of two, fp32, contiguous, the default scale). If that fails too, the message says so and
 names the TODO the plain case points at (the same one in every check a single bug fails), never this check's idea;
-only when it passes does the message look at the check's own idea (the key mask, the feature mask, …)."""
+only when it passes does the message look at the check's own idea (the key mask, the feature mask, …).
+
+The online softmax's running max is the basic check's too: after its plain input it has scores of 150 that move by
+120 from one block to a later one (large_scores_qkv), where exp overflows float32 unless the running max is
+subtracted, and a missing rescale or a max that is not the running one is wrong or inf."""
 import math
 from dataclasses import dataclass
 
 import torch
 
 from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
+from .memory_safety import add_memory_check
 
 lesson = Lesson(
     "03_per_query_kernel",
@@ -39,6 +44,7 @@ class Case:  # one call of the student's per_query_attention and what came of it
     #                                refusal, torch's work, or a wrong type or shape)
     stored_past_end: bool = False  # the kernel wrote past the end of the output
     layout: tuple = None           # strided: (M, N, d, pad, v_pad, dtype)
+    large: bool = False            # basic's large scores (large_scores_qkv)
 
     @property
     def shape(self):
@@ -179,8 +185,8 @@ def verdict(ctx, cases, idea=None, concept=None):
     if not failed:
         return
     first = failed[0]
-    if idea is None:  # basic: the plain case itself
-        raise CheckFailed(first.problem + plain_diagnosis(ctx, first))
+    if idea is None:  # basic: the plain case itself, or its large scores once the plain case is right
+        raise CheckFailed(first.problem + (large_diagnosis if first.large else plain_diagnosis)(ctx, first))
     if not (first.wrong_values or first.stored_past_end):  # a crash, a refusal, torch's work: it says what it is
         raise CheckFailed(first.problem)
     plain = plain_case(ctx, first)
@@ -209,17 +215,76 @@ def verdict(ctx, cases, idea=None, concept=None):
 # belongs computes M = N right), only `custom_scale` a custom sm_scale. In the interpreter, where every (program,
 # K block) visit costs milliseconds, the checks of other ideas use a single block (M = N = 32); `basic` has two, and
 # 64 query rows: a row whose max sits in its first block hides a missing rescale, and with 2 to 6 rows all of them
-# did so in a few seeds in a hundred, so the same mistake scored differently from student to student.
+# did so in a few seeds in a hundred, so the same mistake scored differently from student to student. `basic` then
+# has scores of 150 (large_scores_qkv): a running max that is missing, not the running one, or not rescaled for
+# overflows or goes wrong there, and only there.
 def random_qkv(ctx, M, N, d, dtype=torch.float32):
     return ctx.randn(M, d, dtype=dtype), ctx.randn(N, d, dtype=dtype), ctx.randn(N, d, dtype=dtype)
+
+
+LEVELS = (30.0, 150.0)  # the levels large_scores_qkv adds to the scores
+
+
+def large_scores_qkv(ctx, n, d):
+    """q, k, v (n rows each) whose scores are ordinary ones plus a level that changes halfway through the keys:
+    rows 0..n/2-1 get +30 on the first half of the keys and +150 on the second, the other rows +150 then +30 (q's
+    columns 0 and 1 pick the level, k's columns carry it; 16·(150·√d/16)·sm_scale = 150, exact in float32). exp(150)
+    overflows float32 (exp(88.7) is its largest), so only the subtracted running max keeps the kernel finite. With
+    n a multiple of 2·BLOCK_N each half of the keys is whole blocks, and the max moves by 120 from one block to a
+    later one: in the first rows it jumps (a missing rescale by alpha leaves the first blocks e^120 too heavy), in
+    the others it falls (a max that is only this block's, not the running one, makes alpha = e^120 = inf)."""
+    q, k, v = random_qkv(ctx, n, n, d)
+    column = 16.0
+    low, high = (level * math.sqrt(d) / column for level in LEVELS)
+    q[:, :2] = 0.0
+    q[:n // 2, 0] = q[n // 2:, 1] = column
+    k[:n // 2, 0], k[n // 2:, 0] = low, high
+    k[:n // 2, 1], k[n // 2:, 1] = high, low
+    return q, k, v
+
+
+def large_diagnosis(ctx, case):
+    """What a wrong output of large_scores_qkv's input points at, the plain input being right."""
+    out = case.out.detach().double().cpu() if case.wrong_values else None
+    if out is not None and not torch.isfinite(out).all():
+        return ctx.t(f"; the plain input is right, but here the scores reach {LEVELS[1]:g} and the output has "
+                     f"{int((~torch.isfinite(out)).sum())} inf or NaN values: exp overflows float32 above 88.7, so "
+                     "every exp must take a score minus the running max, p = exp(s − m_new) and alpha = "
+                     "exp(m_i − m_new), with m_new = max(m_i, max(s)) the max of every block so far (TODO 3); in the "
+                     f"rows whose level falls from {LEVELS[1]:g} to {LEVELS[0]:g} in a later block, an m_new that is "
+                     f"only that block's max makes alpha = e^{LEVELS[1] - LEVELS[0]:g}, which overflows too",
+                     f"；普通输入是对的，但这里分数高达 {LEVELS[1]:g}，输出里有 {int((~torch.isfinite(out)).sum())} 个 inf "
+                     "或 NaN：exp 在 88.7 以上就超出 float32 的范围，所以每个 exp 都必须先减去运行最大值：p = exp(s − m_new)，"
+                     "alpha = exp(m_i − m_new)，其中 m_new = max(m_i, max(s)) 是到目前为止所有块的最大值（TODO 3）；"
+                     f"在后面某块的水平从 {LEVELS[1]:g} 降到 {LEVELS[0]:g} 的那些行里，如果 m_new 只是这一块的最大值，"
+                     f"alpha = e^{LEVELS[1] - LEVELS[0]:g}，同样会溢出")
+    known = plain_diagnosis(ctx, case)
+    if known or not case.wrong_values:
+        return known
+    return ctx.t(f"; the plain input is right, so look at what these scores change: in half of the rows the running "
+                 f"max jumps by {LEVELS[1] - LEVELS[0]:g} in a later block, so l_i and acc must be rescaled by alpha, "
+                 f"in the others it stays where the first blocks put it (m_new = max(m_i, max(s)), TODO 3)",
+                 f"；普通输入是对的，所以看看这些分数改变了什么：一半的行里运行最大值在后面某块跳高了 "
+                 f"{LEVELS[1] - LEVELS[0]:g}，所以 l_i 和 acc 都要乘以 alpha；另一半的行里它停在前面几块定下的值"
+                 "（m_new = max(m_i, max(s))，TODO 3）")
 
 
 @lesson.check(1, "attention with N a multiple of 32 and d a power of two", needs=NEEDS, kernels=KERNELS,
               zh="N 是 32 的倍数、d 是 2 的幂时的注意力")
 def basic(ctx):
-    verdict(ctx, [run_case(ctx, *random_qkv(ctx, M, N, d))
-                  for M, N, d in ctx.pick(gpu=[(64, 64, 64), (256, 256, 128), (1024, 1024, 64), (96, 96, 16)],
-                                          interpreter=[(64, 64, 16)])])
+    cases = [run_case(ctx, *random_qkv(ctx, M, N, d))
+             for M, N, d in ctx.pick(gpu=[(64, 64, 64), (256, 256, 128), (1024, 1024, 64), (96, 96, 16)],
+                                     interpreter=[(64, 64, 16)])]
+    # Then scores of 150 whose max moves from block to block (after the plain input: its diagnosis comes first).
+    for n, d in ctx.pick(gpu=[(256, 64)], interpreter=[(64, 16)]):
+        what = ctx.t(f"per_query_attention for M={n}, N={n}, d={d}, float32, scores up to {LEVELS[1]:g} (rows "
+                     f"0..{n // 2 - 1}: +{LEVELS[0]:g} on keys 0..{n // 2 - 1}, +{LEVELS[1]:g} on the rest; the other "
+                     f"rows the other way round)",
+                     f"per_query_attention，M={n}，N={n}，d={d}，float32，分数高达 {LEVELS[1]:g}（第 0..{n // 2 - 1} "
+                     f"行：键 0..{n // 2 - 1} 加 {LEVELS[0]:g}，其余的键加 {LEVELS[1]:g}；其余的行反过来）")
+        cases.append(run_case(ctx, *large_scores_qkv(ctx, n, d), what=what))
+        cases[-1].large = True
+    verdict(ctx, cases)
 
 
 def key_mask_concept(ctx, failed):
@@ -310,9 +375,11 @@ def queries_keys_concept(ctx, failed):
 @lesson.check(1, "attention with M ≠ N (more or fewer queries than keys)", needs=NEEDS, kernels=KERNELS,
               zh="M ≠ N 时的注意力（查询比键多或少）")
 def m_ne_n(ctx):
+    # (24, 96, 16): M, N and d all above 1, apart from each other and from BLOCK_N = 32 (issue 24), so that one of
+    # them passed or used where another belongs gives a wrong result in some case.
     verdict(ctx, [run_case(ctx, *random_qkv(ctx, M, N, d)) for M, N, d in ctx.pick(
         gpu=[(1, 2048, 64), (1000, 32, 64), (5, 4096, 128), (2048, 96, 32)],
-        interpreter=[(1, 96, 32), (40, 32, 16), (16, 128, 16)])],
+        interpreter=[(1, 96, 32), (40, 32, 16), (24, 96, 16)])],
         "M ≠ N", queries_keys_concept)
 
 
@@ -449,3 +516,13 @@ def compiles(ctx):
                      "stride_qm": "i32", "stride_kn": "i32", "stride_vn": "i32", "stride_om": "i32",
                      "N": "i32", "D": "i32", "sm_scale": "fp32", "BLOCK_N": "constexpr", "BLOCK_D": "constexpr"}
         ctx.aot("per_query_attention_kernel", signature, {"BLOCK_N": 32, "BLOCK_D": block_d})
+
+
+# ── memory safety (issue 24): every access inside the tensors, even one whose value is thrown away ──
+def memory_calls(ctx, call):
+    # head dims below a power of two (BLOCK_D lanes past d) and key counts that leave a ragged last block
+    for m, n, d in ((5, 45, 12), (3, 7, 20)):
+        call("per_query_attention", ctx.randn(m, d), ctx.randn(n, d), ctx.randn(n, d))
+
+
+add_memory_check(lesson, NEEDS, KERNELS, memory_calls)

@@ -7,7 +7,13 @@ One mistake, one check (COURSE_SPEC §5): each check tests its own idea on input
 respect. Only `forward_ragged` has non-causal lengths that are not multiples of the blocks (and a custom sm_scale),
 only `head_dim_padded` a head dim that is not a power of two, only `strided_inputs` non-contiguous inputs, only the
 causal checks a causal mask, and only `causal_unequal_lengths` a causal mask with seqlen_q ≠ seqlen_k. Batch sizes
-above 1 everywhere it costs little: a wrong batch offset fails `forward_divisible`.
+above 1 everywhere it costs little, and in the non-causal checks heads too (B ≠ H): a wrong batch or head offset fails
+`forward_divisible`. `forward_ragged` has a case where every dimension (B, H, seqlen_q, seqlen_k, d) is above 1 and
+apart from the others and from the blocks, so that a stride, offset or length of one used for another's fails;
+`strided_inputs` gives each tensor strides of its own, on every axis (a feature stride too), and q a head stride
+unlike the output's. The online softmax's running max is `forward_divisible`'s: its last input has scores of 150
+whose max moves by 120 from one K block to a later one (large_scores), where exp2 overflows unless the running max is
+subtracted, and acc or l_i not rescaled, or a max that is not the running one, goes wrong or inf.
 
 Block sizes (COURSE_SPEC §4): the notebook runs every problem smaller than its TUNE_FROM_SCORES (every check here
 but `speed`) untuned, with one config per (head dim, causal, dtype) whose shape follows the head dim: a wide tile
@@ -26,7 +32,8 @@ import re
 
 import torch
 
-from ..harness import TORCH_DOES_THE_WORK, Lesson
+from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
+from .memory_safety import add_memory_check
 
 lesson = Lesson(
     "04_tiled_kernel_2d",
@@ -84,8 +91,9 @@ def floor_for(ctx, dtype):
     return {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
 
 
-def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None):
-    """Call the student's tiled_attention and compare with float64 attention computed here."""
+def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None, hint=None):
+    """Call the student's tiled_attention and compare with float64 attention computed here; `hint(out)`: what a
+    wrong `out` points at ('' for nothing), added to the message."""
     kwargs = {"causal": causal} if sm_scale is None else {"causal": causal, "sm_scale": sm_scale}
     out = ctx.call("tiled_attention", q, k, v, **kwargs)
     what = what or describe(ctx, q, k, causal, sm_scale)
@@ -100,7 +108,12 @@ def expect_attention(ctx, q, k, v, causal=False, sm_scale=None, what=None):
                        f"（{ctx.last_info['largest_numel']} 个元素，不少于 B·H·seqlen_q·seqlen_k = {scores}）：分数必须"
                        "留在你的 kernel 里，一个 tile 一个 tile 地算，绝不能放进 torch 张量"))
     exact, same = reference(q, k, v, causal, sm_scale)
-    ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    try:
+        ctx.expect_close(out, exact, same_precision=same, what=what, floor=floor_for(ctx, q.dtype))
+    except CheckFailed as failure:
+        if hint is None:
+            raise
+        raise CheckFailed(str(failure) + hint(out)) from None
     return out
 
 
@@ -144,15 +157,76 @@ def qkv(ctx, B, H, n_q, n_k, d, dtype=torch.float16):
             ctx.randn(B, H, n_k, d, dtype=dtype))
 
 
+LEVELS = (30.0, 150.0)  # the levels large_scores adds to the scores
+LOG2E = 1 / math.log(2)
+
+
+def large_scores(ctx, B, H, n, d, dtype):
+    """q, k, v (B, H, n, d) whose scores q·k·sm_scale are ordinary ones plus a level that changes halfway through
+    the keys: query rows 0..n/2-1 get +30 on the first half of the keys and +150 on the second, the other rows +150
+    then +30 (q's columns 0 and 1 pick the level, k's columns carry it: 16·(150·√d/16)/√d = 150, exact in fp32 and,
+    for d a power of 4, in TF32). exp2 of a base-2 score overflows fp32 past 128 (150·log2 e = 216), so only the
+    subtracted running max keeps the kernel finite. With n a multiple of 2·BLOCK_N each half of the keys is whole
+    K blocks, and the max moves by 120 from one block to a later one: in the first rows it jumps (acc or l_i not
+    rescaled by alpha leaves the first blocks e^120 too heavy), in the others it falls (a max that is only this
+    block's, not the running one, makes alpha = 2^173 = inf)."""
+    q, k, v = qkv(ctx, B, H, n, n, d, dtype=torch.float64)
+    column = 16.0
+    low, high = (level * math.sqrt(d) / column for level in LEVELS)
+    q[..., :2] = 0.0
+    q[..., :n // 2, 0] = q[..., n // 2:, 1] = column
+    k[..., :n // 2, 0], k[..., n // 2:, 0] = low, high
+    k[..., :n // 2, 1], k[..., n // 2:, 1] = high, low
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
 # ── checks ────────────────────────────────────────────────────────────────────────────────────────────
 @lesson.check(2, "non-causal attention, lengths that are multiples of the block", needs=NEEDS, kernels=KERNELS,
               zh="非因果注意力，长度是块大小的整数倍")
 def forward_divisible(ctx):
+    # Batch and heads both above 1 and different, in both tile shapes: an offset of the batch taken for the head's,
+    # or a head offset left out, fails here.
     for shape, dtype in ctx.pick(
             gpu=[((2, 4, 512, 512, 64), torch.float16), ((2, 2, 1024, 1024, 128), torch.float16),
                  ((3, 2, 256, 256, 32), torch.float16), ((2, 3, 384, 384, 16), torch.float16)],
-            interpreter=[((2, 1, 64, 64, 64), torch.float16), ((2, 1, 64, 64, 16), torch.float32)]):
+            interpreter=[((2, 3, 64, 64, 64), torch.float16), ((3, 2, 64, 64, 16), torch.float32)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype))
+    # Then scores of 150 whose max moves by 120 from block to block (large_scores), in fp32; in the interpreter the
+    # wide 16×32 tile (n = 64: two K blocks), on a GPU the tall 64×32 (n = 256: four on each level).
+    B, H, n, d = ctx.pick(gpu=(2, 3, 256, 64), interpreter=(2, 3, 64, 16))
+    q, k, v = large_scores(ctx, B, H, n, d, torch.float32)
+    what = describe(ctx, q, k, False, extra=ctx.t(
+        f"; scores up to {LEVELS[1]:g} (query rows 0..{n // 2 - 1}: +{LEVELS[0]:g} on keys 0..{n // 2 - 1}, "
+        f"+{LEVELS[1]:g} on the rest; the other rows the other way round)",
+        f"；分数高达 {LEVELS[1]:g}（查询行 0..{n // 2 - 1}：键 0..{n // 2 - 1} 加 {LEVELS[0]:g}，其余的键加 "
+        f"{LEVELS[1]:g}；其余的行反过来）"))
+    expect_attention(ctx, q, k, v, what=what, hint=lambda out: large_scores_hint(ctx, out))
+
+
+def large_scores_hint(ctx, out):
+    """What a wrong output of large_scores' input points at, the ordinary inputs being right."""
+    if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+        return ""
+    if torch.isfinite(out).all():
+        return ctx.t(f"; the ordinary inputs above are right, so look at what these scores change: in half of the "
+                     f"rows the running max jumps by {LEVELS[1] - LEVELS[0]:g} in a later K block, so l_i (TODO 5) and "
+                     "acc (TODO 6) must shrink by alpha; in the others it falls, and m_new must stay the running max "
+                     "(TODO 5)",
+                     f"；上面的普通输入是对的，所以看看这些分数改变了什么：一半的行里运行最大值在后面某个 K 块跳高了 "
+                     f"{LEVELS[1] - LEVELS[0]:g}，所以 l_i（TODO 5）和 acc（TODO 6）都要乘以 alpha 缩小；另一半的行里"
+                     "它会下降，m_new 必须保持为运行最大值（TODO 5）")
+    return ctx.t(
+        f"; the ordinary inputs above are right, but here the scores reach {LEVELS[1]:g} "
+        f"({LEVELS[1] * LOG2E:.0f} in base 2), and 2^128 overflows fp32: every exp2 must take a score minus "
+        "the running max, p = 2^(qk·qk_scale − m_safe) and alpha = 2^(m_i − m_safe), with m_new = "
+        "max(m_i, row max of qk·qk_scale) the max of every block so far (TODO 5); in the rows whose level "
+        f"falls from {LEVELS[1]:g} to {LEVELS[0]:g} in a later block, an m_new that is only that block's max "
+        "makes alpha overflow too",
+        f"；上面的普通输入是对的，但这里分数高达 {LEVELS[1]:g}（以 2 为底是 {LEVELS[1] * LOG2E:.0f}），而 2^128 "
+        "就超出了 fp32 的范围：每个 exp2 都必须先减去运行最大值：p = 2^(qk·qk_scale − m_safe)，alpha = "
+        "2^(m_i − m_safe)，其中 m_new = max(m_i, qk·qk_scale 的行最大值) 是到目前为止所有块的最大值（TODO 5）；"
+        f"在后面某块的水平从 {LEVELS[1]:g} 降到 {LEVELS[0]:g} 的那些行里，如果 m_new 只是这一块的最大值，"
+        "alpha 同样会溢出")
 
 
 @lesson.check(2, "non-causal attention, ragged lengths (not multiples of any block), seqlen_q ≠ seqlen_k, sm_scale",
@@ -160,10 +234,12 @@ def forward_divisible(ctx):
               zh="非因果注意力，参差的长度（不是任何块大小的整数倍）、seqlen_q ≠ seqlen_k、自定义 sm_scale")
 def forward_ragged(ctx):
     for shape, dtype, scale in ctx.pick(
-            gpu=[((2, 3, 1000, 1000, 64), torch.float16, None), ((1, 2, 333, 777, 128), torch.float16, None),
-                 ((1, 4, 1, 513, 64), torch.float16, None), ((2, 2, 1537, 100, 32), torch.float16, 0.3),
+            gpu=[((2, 3, 1000, 1000, 64), torch.float16, None), ((2, 3, 333, 777, 128), torch.float16, None),
+                 ((1, 4, 1, 513, 64), torch.float16, None), ((3, 2, 1537, 100, 32), torch.float16, 0.3),
                  ((1, 2, 77, 1, 64), torch.float16, None), ((1, 1, 4097, 4095, 64), torch.float16, None)],
-            interpreter=[((2, 1, 50, 77, 64), torch.float32, None), ((2, 1, 45, 19, 16), torch.float16, 0.3),
+            # (2, 3, 50, 77, 64): every dimension above 1 and apart from the others and from the 32×16 tile, so an
+            # offset, stride or length of one dimension used for another's gives a wrong result (issue 24)
+            interpreter=[((2, 3, 50, 77, 64), torch.float32, None), ((2, 1, 45, 19, 16), torch.float16, 0.3),
                          ((2, 1, 1, 37, 16), torch.float16, None)]):
         expect_attention(ctx, *qkv(ctx, *shape, dtype=dtype), sm_scale=scale)
 
@@ -185,10 +261,13 @@ def head_dim_padded(ctx):
               kernels=KERNELS,
               zh="非连续输入：转置过的 (B, N, H, d) 张量，打包在一个张量里的 q、k、v")
 def strided_inputs(ctx):
+    # H > 1 everywhere: q's head stride (d in a (B, N, H, d) layout) then differs from the output's (N·d), and each of
+    # the second layout's tensors has a feature stride of its own (q 2, k seqlen + 7, v 3, the output 1), so a stride
+    # of one tensor or one axis used for another's reads the wrong elements (or the NaN in the gaps).
     for B, H, n, d, dtype, causal in ctx.pick(
             gpu=[(2, 4, 1024, 64, torch.float16, False), (2, 3, 512, 128, torch.float16, False),
                  (2, 2, 256, 32, torch.float32, False)],
-            interpreter=[(2, 1, 32, 64, torch.float32, False), (2, 1, 64, 16, torch.float16, False)]):
+            interpreter=[(2, 3, 32, 64, torch.float32, False), (3, 2, 64, 16, torch.float16, False)]):
         qkv_packed = ctx.randn(B, n, 3, H, d, dtype=dtype)        # a fused projection's output
         q, k, v = (t.transpose(1, 2) for t in qkv_packed.unbind(2))
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
@@ -196,10 +275,10 @@ def strided_inputs(ctx):
                                            f".transpose(1, 2) (q strides {q.stride()})",
                                            f"；q, k, v = 打包的 (B, N, 3, H, d) 张量的 qkv.unbind(2)，再 "
                                            f".transpose(1, 2)（q 的 stride 为 {q.stride()}）")))
-        x = ctx.randn(B, n + 7, H, d, dtype=dtype)               # (B, N, H, d), transposed
-        q = x[:, :n].transpose(1, 2)
-        k = ctx.randn(B, n + 7, H, d, dtype=dtype)[:, :n].transpose(1, 2)
-        v = ctx.randn(B, H, n + 7, d + 8, dtype=dtype)[:, :, :n, :d]  # rows d+8 apart
+        x = ctx.randn(B, n + 7, H, 2 * d, dtype=dtype)           # (B, N, H, d), transposed, every other feature
+        q = x[:, :n, :, ::2].transpose(1, 2)
+        k = ctx.randn(B, H, d, n + 7, dtype=dtype)[..., :n].transpose(2, 3)  # features n+7 apart, rows side by side
+        v = ctx.randn(B, H, n + 7, 3 * d, dtype=dtype)[:, :, :n, ::3]  # every third feature, rows 3·d apart
         expect_attention(ctx, q, k, v, causal=causal, what=describe(
             ctx, q, k, causal, extra=ctx.t(f"; q strides {q.stride()}, k strides {k.stride()}, v strides {v.stride()}",
                                            f"；q 的 stride 为 {q.stride()}，k 的为 {k.stride()}，v 的为 {v.stride()}")))
@@ -418,3 +497,14 @@ def compiles(ctx):
         notes.append(f"{dtype}, d={head_dim}, causal={causal}")
     return ctx.t("compiled with a 128×64 tile for sm_80 and sm_90: ", "已用 128×64 的 tile 为 sm_80 和 sm_90 编译：") \
         + "; ".join(notes)
+
+
+# ── memory safety (issue 24): every access inside the tensors, even one whose value is thrown away ──
+def memory_calls(ctx, call):
+    # ragged lengths both ways, a head dim below a power of two, causal with more queries than keys
+    for causal, (n_q, n_k) in ((False, (21, 37)), (True, (37, 21))):
+        q, k, v = ctx.randn(2, 3, n_q, 12), ctx.randn(2, 3, n_k, 12), ctx.randn(2, 3, n_k, 12)
+        call("tiled_attention", q, k, v, causal=causal)
+
+
+add_memory_check(lesson, NEEDS, KERNELS, memory_calls)

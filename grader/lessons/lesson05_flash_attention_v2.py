@@ -12,7 +12,14 @@ One part per check (COURSE_SPEC §5: one mistake costs the points of the check n
 - `autograd` judges the glue alone: `flash_attention` must give what `attention_forward` and `attention_backward` give
   on the same inputs (sm_scale and causal passed through);
 - the causal checks use lengths N whose residues modulo the interpreter's (and the GPU's) BLOCK_M and BLOCK_N cover
-  every case the kernels' bounds depend on, against a brute-force mask (`_attention`).
+  every case the kernels' bounds depend on, against a brute-force mask (`_attention`);
+- no dimension hides another (issue 24): in `forward` and in `backward_dkdv`/`backward_dq` one case gives each of B, H,
+  N and d a size of its own above 1, different from every block size, in a strided layout, so that an offset, stride
+  or block size of one dimension used for another, or a head offset that assumes a contiguous tensor, costs points
+  in the check of the kernel that has it;
+- every stabilising maximum is exercised: `forward`, `forward_causal` (TODO 1's masked stage), `backward_dkdv`,
+  `backward_dq` and `backward_causal` each have a case with scores of ±100 to ±150 whose row max grows along the keys
+  (`_qkv(large=True)`), where an online softmax without its running max, or p rebuilt as 2^s / 2^lse, is inf or NaN.
 References are computed here, in the judge, in float64 with PyTorch autograd.
 """
 import ast
@@ -23,6 +30,7 @@ import torch
 
 from .. import structure
 from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
+from .memory_safety import AsGiven, add_memory_check
 from ..notebook_checks import unfinished_todos
 
 KERNELS = ("_attn_fwd_inner", "_attn_fwd", "_attn_bwd_preprocess", "_attn_bwd_dkdv_inner", "_attn_bwd_dkdv",
@@ -56,6 +64,14 @@ F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
 CAUSAL_N_INTERPRETER = (1, 63, 79, 104, 113, 128, 145)
 CAUSAL_GPU = ((1, 2, 1, 64), (1, 2, 63, 64), (2, 2, 129, 64), (1, 2, 191, 128), (1, 2, 192, 64), (1, 2, 353, 128),
               (1, 2, 384, 64), (2, 2, 1000, 64), (1, 2, 1024, 128), (1, 3, 333, 80), (2, 3, 17, 32), (1, 2, 2048, 128))
+# The causal length with large scores (_qkv): two query blocks, the second with a whole key block before its diagonal,
+# so that the running max rises through both stages (the masked one is TODO 1's).
+CAUSAL_LARGE_INTERPRETER, CAUSAL_LARGE_GPU = (1, 1, 79, 32), (1, 2, 353, 128)
+
+
+def _causal_shapes(ctx):
+    return ctx.pick(gpu=CAUSAL_GPU,
+                    interpreter=[(1, 2 if n < 64 else 1, n, 16 if n > 100 else 32) for n in CAUSAL_N_INTERPRETER])
 
 
 # ── helpers ──────────────────────────────────────────────────────────────────────────────────────────
@@ -81,11 +97,35 @@ def _glue_done(ctx, backward):
                            f"`FlashAttention.{name}` 中的 TODO {number} 还没有完成（{hint}）"))
 
 
-def _qkv(ctx, B, H, N, D, dtype, layout="bhnd"):
-    """Fresh random q, k, v; layout "bnhd" gives (B, H, N, d) views of (B, N, H, d) tensors (strided)."""
+def _qkv(ctx, B, H, N, D, dtype, layout="bhnd", large=False, sm_scale=None):
+    """Fresh random q, k, v; layout "bnhd" gives (B, H, N, d) views of (B, N, H, d) tensors (strided).
+
+    large=True: scores of ±100 to ±150 whose maximum jumps along the keys. Column 0 of q is ±100 / sm_scale (a random
+    sign per query) and column 0 of k grows from 1 to 1.5 along the sequence; the other columns are ordinary, so each
+    score is ±(100 … 150) plus a random part of about ±1, and the softmax stays spread over several keys. exp of such
+    a score overflows fp32 (e^88.7 = 2^128) and exp of its negative underflows to 0: a softmax that does not subtract
+    its running max, or subtracts it with the wrong sign, gives inf or NaN. A query of sign + meets larger and larger
+    scores tile after tile (its running max rises by about 50 over the keys: acc and l_i must be rescaled each time);
+    one of sign − has its largest scores in the first tile. The large column is q's, not k's: dQ = sm_scale·dS·K sums
+    dS over a row, where it cancels, and a large column of K would magnify fp32's rounding of P there. The judge's
+    reference is float64, where all of this is finite."""
     if layout == "bnhd":
-        return [ctx.randn(B, N, H, D, dtype=dtype).transpose(1, 2) for _ in range(3)]
-    return [ctx.randn(B, H, N, D, dtype=dtype) for _ in range(3)]
+        q, k, v = [ctx.randn(B, N, H, D, dtype=dtype).transpose(1, 2) for _ in range(3)]
+    else:
+        q, k, v = [ctx.randn(B, H, N, D, dtype=dtype) for _ in range(3)]
+    if large:
+        sign = torch.where(ctx.randn(B, H, N, dtype=torch.float64) >= 0, 1.0, -1.0)
+        q[..., 0] = (100.0 / _scale(D, sm_scale) * sign).to(dtype)
+        k[..., 0] = (1 + 0.5 * torch.arange(N, dtype=torch.float64) / max(N - 1, 1)).to(dtype)
+    return [q, k, v]
+
+
+# The label of a case with large scores: what the inputs are, and why they break what they break (no TODO named: the
+# same words serve the forward, which subtracts its running max, and the backward, which subtracts the saved lse).
+LARGE = (", scores of ±100 to ±150 whose row max grows along the keys (2^s overflows fp32 there: only 2^(s − max) "
+         "and 2^(s − lse) are safe)",
+         "，分数在 ±100 到 ±150 之间，且每行的最大值沿着键不断变大（这时 2^s 会超出 fp32 的范围：只有 2^(s − max) "
+         "和 2^(s − lse) 是安全的）")
 
 
 def _attention(q, k, v, causal, sm_scale, dtype, dout=None):
@@ -158,15 +198,22 @@ def _forward(ctx, q, k, v, causal, sm_scale=None, label="", check_lse=False):
               needs=FWD_NEEDS, kernels=FWD_KERNELS,
               zh="前向：以 2 为底的在线 softmax 和保存的 log-sum-exp（长度恰好填满各个块）")
 def forward(ctx):
+    # (shape, dtype, layout, sm_scale, large scores). The first case gives each of B, H, N, d a size of its own above
+    # 1 and unlike the forward's blocks (interpreter: BLOCK_M = 32, BLOCK_N = 16, and d = 40 padded to BLOCK_D = 64;
+    # on an H200 at d = 32: 128, 64 and 32), in the strided layout (head stride d, row stride H·d): an offset or a
+    # stride of one dimension used for another, a head offset that assumes a contiguous tensor, or one block size
+    # for another gives a wrong result there. The large case (_qkv) makes a missing or misplaced max overflow.
     cases = ctx.pick(
-        gpu=[((2, 3, 128, 32), F16, "bhnd", None), ((2, 4, 1024, 64), F16, "bnhd", None),
-             ((1, 2, 1024, 128), F16, "bhnd", None), ((1, 3, 256, 80), F16, "bhnd", None),
-             ((2, 2, 2048, 64), F16, "bhnd", None), ((1, 2, 256, 64), F16, "bhnd", 0.3)],
-        interpreter=[((1, 2, 64, 32), F32, "bhnd", None), ((2, 1, 64, 24), F32, "bnhd", None),
-                     ((1, 1, 96, 16), F32, "bhnd", 0.3)])
-    for shape, dtype, layout, sm_scale in cases:
-        q, k, v = _qkv(ctx, *shape, dtype, layout)
+        gpu=[((2, 3, 384, 32), F16, "bnhd", None, False), ((2, 3, 128, 32), F16, "bhnd", None, False),
+             ((2, 4, 1024, 64), F16, "bnhd", None, False), ((1, 2, 1024, 128), F16, "bhnd", None, False),
+             ((1, 3, 256, 80), F16, "bhnd", None, False), ((2, 2, 2048, 64), F16, "bhnd", None, False),
+             ((1, 2, 256, 64), F16, "bhnd", 0.3, False), ((1, 2, 512, 64), F16, "bhnd", None, True)],
+        interpreter=[((2, 3, 96, 40), F32, "bnhd", None, False), ((1, 2, 64, 32), F32, "bhnd", None, True),
+                     ((1, 1, 96, 16), F32, "bhnd", 0.3, False)])
+    for shape, dtype, layout, sm_scale, large in cases:
+        q, k, v = _qkv(ctx, *shape, dtype, layout, large=large, sm_scale=sm_scale)
         label = ctx.t(", strided view", "，带 stride 的视图") if layout == "bnhd" else ""
+        label += ctx.t(*LARGE) if large else ""
         _forward(ctx, q, k, v, False, sm_scale, label=label, check_lse=True)
 
 
@@ -186,11 +233,10 @@ def forward_ragged(ctx):
               kernels=FWD_KERNELS,
               zh="因果前向：两个阶段，边界所依赖的每一种长度余数")
 def forward_causal(ctx):
-    shapes = ctx.pick(gpu=CAUSAL_GPU,
-                      interpreter=[(1, 2 if n < 64 else 1, n, 16 if n > 100 else 32) for n in CAUSAL_N_INTERPRETER])
-    for shape in shapes:
-        q, k, v = _qkv(ctx, *shape, ctx.pick(gpu=F16, interpreter=F32))
-        _forward(ctx, q, k, v, True)
+    for shape in _causal_shapes(ctx):
+        large = shape == ctx.pick(gpu=CAUSAL_LARGE_GPU, interpreter=CAUSAL_LARGE_INTERPRETER)
+        q, k, v = _qkv(ctx, *shape, ctx.pick(gpu=F16, interpreter=F32), large=large)
+        _forward(ctx, q, k, v, True, label=ctx.t(*LARGE) if large else "")
 
 
 @lesson.check(1, "forward output in the input's dtype and precision (fp16; bf16 and fp32 on a GPU)", needs=FWD_NEEDS,
@@ -227,7 +273,7 @@ def _gradients_without_delta(q, k, v, causal, sm_scale, dtype, dout):
     return [ds @ k * sm_scale, ds.transpose(-1, -2) @ q * sm_scale]
 
 
-def _right_without_delta(ctx, names, dout, q, k, v, lse, causal, scale):
+def _right_without_delta(ctx, names, dout, q, k, v, lse, causal, scale, factor):
     """True when the gradients `names` (some of dq, dk), wrong with the real o, come out right with o = 0, where
     delta must be 0: then what is wrong is delta, the one input that o reaches (its pre-pass, or its use in dS)."""
     try:
@@ -238,17 +284,23 @@ def _right_without_delta(ctx, names, dout, q, k, v, lse, causal, scale):
         exact = dict(zip(("dq", "dk"), _gradients_without_delta(q, k, v, causal, scale, torch.float64, dout)))
         same = dict(zip(("dq", "dk"), _gradients_without_delta(q, k, v, causal, scale, q.dtype, dout)))
         for name in names:
-            ctx.expect_close(got[name], exact[name], same_precision=same[name],
+            ctx.expect_close(got[name], exact[name], same_precision=same[name], factor=factor,
                              floor=_floor(ctx, q.dtype, exact[name]), what=name)
     except CheckFailed:
         return False
     return True
 
 
-def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
+def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label="", large=False):
     """attention_backward on o and lse computed here (exact, as a correct forward saves them); judges the gradients
     in `judged` and reports all three. dK and dQ depend on delta = rowsum(dO ∘ O), which dV does not: when dV is
-    right and dK or dQ is wrong, a second run with o = 0 (so delta = 0) tells a wrong delta from a wrong kernel."""
+    right and dK or dQ is wrong, a second run with o = 0 (so delta = 0) tells a wrong delta from a wrong kernel.
+    large: the inputs have large scores (_qkv), and the label says so. At |s| ≈ 150 fp32 holds a score to about
+    1e-5, and the kernels rebuild P = 2^(s·log2(e) − lse) from a rounded product and a rounded lse where PyTorch's
+    softmax subtracts the exact row max: a right kernel's error there is up to 3× PyTorch's own (measured), so 8× is
+    allowed instead of 4×; a missing or misplaced shift is inf or NaN, far outside either."""
+    factor = 8.0 if large else 4.0
+    label += ctx.t(*LARGE) if large else ""
     B, H, N, D = q.shape
     scale = _scale(D, sm_scale)
     dout = ctx.randn(B, H, N, D, dtype=q.dtype) if dout is None else dout
@@ -263,7 +315,7 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
     verdicts = {}
     for name, g, e, s in zip(("dq", "dk", "dv"), grads, exact, same):
         try:
-            ctx.expect_close(g, e, same_precision=s, floor=_floor(ctx, q.dtype, e), what=name)
+            ctx.expect_close(g, e, same_precision=s, floor=_floor(ctx, q.dtype, e), what=name, factor=factor)
             verdicts[name] = None
         except CheckFailed as failure:
             verdicts[name] = str(failure)
@@ -272,7 +324,7 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
         return
     off = [name for name in ("dq", "dk") if verdicts[name]]
     cause = ""
-    if not verdicts["dv"] and _right_without_delta(ctx, off, dout, q, k, v, lse, causal, scale):
+    if not verdicts["dv"] and _right_without_delta(ctx, off, dout, q, k, v, lse, causal, scale, factor):
         if off == ["dq", "dk"]:  # the one delta both kernels read
             cause = ctx.t("dK and dQ are wrong and dV is right, but dK and dQ come out right when o = 0 (so that "
                           "delta = rowsum(dO ∘ O) is 0): the delta that `_attn_bwd_preprocess` computes (TODO 6) is "
@@ -298,29 +350,40 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label=""):
              + "\n".join(summary(n, g, e) for n, g, e in zip(("dq", "dk", "dv"), grads, exact)))
 
 
-def _backward_cases(ctx):
-    return ctx.pick(gpu=[((2, 3, 128, 32), F16, None), ((2, 4, 1024, 64), F16, None), ((1, 2, 1024, 128), F16, None),
-                         ((1, 3, 256, 80), F16, None), ((2, 2, 512, 64), F16, 0.3)],
-                    interpreter=[((1, 2, 64, 32), F32, None), ((2, 1, 64, 16), F32, 0.3)])
+def _backward_full_blocks(ctx, judged):
+    """_backward, not causal, lengths that fill the blocks, on each case: (shape, dtype, sm_scale, layout, large
+    scores). The first gives each of B, H, N, d a size of its own above 1 and unlike the blocks (interpreter: dK/dV
+    16×32, dQ 32×16, delta 16 rows, and d = 40 padded to BLOCK_D = 64; on an H200 d = 16 = BLOCK_D under dK/dV 32×64
+    and dQ 64×32), with q, k, v and dO strided; the large case (_qkv) makes p rebuilt from the saved lse without
+    subtracting it first (2^s / 2^lse) overflow."""
+    cases = ctx.pick(gpu=[((2, 3, 384, 16), F16, None, "bnhd", False), ((2, 3, 128, 32), F16, None, "bhnd", False),
+                          ((2, 4, 1024, 64), F16, None, "bhnd", False), ((1, 2, 1024, 128), F16, None, "bhnd", False),
+                          ((1, 3, 256, 80), F16, None, "bhnd", False), ((2, 2, 512, 64), F16, 0.3, "bhnd", False),
+                          ((1, 2, 512, 64), F16, None, "bhnd", True)],
+                     interpreter=[((2, 3, 96, 40), F32, None, "bnhd", False), ((1, 2, 64, 32), F32, None, "bhnd", True),
+                                  ((2, 1, 64, 16), F32, 0.3, "bhnd", False)])
+    for (B, H, N, D), dtype, sm_scale, layout, large in cases:
+        q, k, v = _qkv(ctx, B, H, N, D, dtype, layout, large=large, sm_scale=sm_scale)
+        label = "" if sm_scale is None else f", sm_scale={sm_scale}"
+        dout = None
+        if layout == "bnhd":
+            dout = ctx.randn(B, N, H, D, dtype=dtype).transpose(1, 2)
+            label += ctx.t(", q, k, v and do strided views", "，q、k、v 和 do 都是带 stride 的视图")
+        _backward(ctx, q, k, v, False, judged, sm_scale, dout=dout, label=label, large=large)
 
 
 @lesson.check(2, "dK and dV (attention_backward, lengths that fill the blocks, no mask)", needs=BWD_NEEDS,
               kernels=BWD_KERNELS,
               zh="dK 和 dV（attention_backward，长度恰好填满各个块，不加掩码）")
 def backward_dkdv(ctx):
-    for shape, dtype, sm_scale in _backward_cases(ctx):
-        q, k, v = _qkv(ctx, *shape, dtype)
-        _backward(ctx, q, k, v, False, ("dk", "dv"), sm_scale,
-                  label="" if sm_scale is None else f", sm_scale={sm_scale}")
+    _backward_full_blocks(ctx, ("dk", "dv"))
 
 
 @lesson.check(2, "dQ (attention_backward, lengths that fill the blocks, no mask)", needs=BWD_NEEDS,
               kernels=BWD_KERNELS,
               zh="dQ（attention_backward，长度恰好填满各个块，不加掩码）")
 def backward_dq(ctx):
-    for shape, dtype, sm_scale in _backward_cases(ctx):
-        q, k, v = _qkv(ctx, *shape, dtype)
-        _backward(ctx, q, k, v, False, ("dq",), sm_scale, label="" if sm_scale is None else f", sm_scale={sm_scale}")
+    _backward_full_blocks(ctx, ("dq",))
 
 
 @lesson.check(1, "gradients with lengths that are not multiples of the blocks (N = 1, 17, …)", needs=BWD_NEEDS,
@@ -339,11 +402,10 @@ def backward_ragged(ctx):
               kernels=BWD_KERNELS,
               zh="因果梯度：dK/dV 的三个阶段和 dQ 的两个阶段，每一种长度余数")
 def backward_causal(ctx):
-    shapes = ctx.pick(gpu=CAUSAL_GPU,
-                      interpreter=[(1, 2 if n < 64 else 1, n, 16 if n > 100 else 32) for n in CAUSAL_N_INTERPRETER])
-    for shape in shapes:
-        q, k, v = _qkv(ctx, *shape, ctx.pick(gpu=F16, interpreter=F32))
-        _backward(ctx, q, k, v, True, ("dq", "dk", "dv"))
+    for shape in _causal_shapes(ctx):
+        large = shape == ctx.pick(gpu=CAUSAL_LARGE_GPU, interpreter=CAUSAL_LARGE_INTERPRETER)
+        q, k, v = _qkv(ctx, *shape, ctx.pick(gpu=F16, interpreter=F32), large=large)
+        _backward(ctx, q, k, v, True, ("dq", "dk", "dv"), large=large)
 
 
 @lesson.check(1, "gradients in the input's dtype and precision (fp16; bf16 and fp32 on a GPU)", needs=BWD_NEEDS,
@@ -587,3 +649,16 @@ def compiles(ctx):
          {"HEAD_DIM": 80, "BLOCK_D": 128, "BLOCK_M": 128})
     return ctx.t("shared memory on sm_90 (without the pipelining buffers): ",
                  "sm_90 上的共享内存（不含流水线缓冲区）：") + ", ".join(shared)
+
+
+# ── memory safety (issue 24): every access inside the tensors, even one whose value is thrown away ──
+def memory_calls(ctx, call):
+    # N = 37 leaves ragged Q and K blocks, d = 12 padding lanes; the forward's o and lse feed the backward (lse as
+    # the kernels lay it out: (B, H, N) contiguous, so not gapped)
+    for causal in (False, True):
+        q, k, v, do = (ctx.randn(2, 3, 37, 12, dtype=torch.float16) for _ in range(4))
+        o, lse = call("attention_forward", q, k, v, causal, 0.3)
+        call("attention_backward", do, q, k, v, o, AsGiven(lse), causal, 0.3)
+
+
+add_memory_check(lesson, FWD_NEEDS + BWD_NEEDS, (), memory_calls)  # its kernels: the checks above say which

@@ -15,6 +15,19 @@ a mismatch first re-runs what it depends on (`depends`: the same inputs with one
 cache, the split merge without empty chunks) and, when that fails too, says which check to fix first instead of
 blaming its own TODO. split_kv tells the merge (TODO 1), the partial lse (TODO 6) and the chunks or grid (TODOs 3, 7)
 apart with probes whose every chunk's weight is known (`split_diagnosis`).
+
+Issue 24: no dimension is 1 everywhere. gqa gives B, Hkv and the group sizes of their own and a group of 80 query
+heads, more rows than the largest Q tile (BLOCK_H = 64), so the grid's third axis has two programs (causal too, with
+22 heads × 3 new tokens). paged ends with the one case where every indexed dimension is above 1 and differs from the
+others (B, Hkv, GROUP, Mq, num_splits, pages per sequence, page size, d; on a GPU also GROUP·Mq = 72 rows: two Q
+tiles); it is where the concepts meet, so it depends on the same inputs in a contiguous cache, which names the checks
+of the concepts when it fails too. Every stabilising maximum is exercised: split_kv's last cases have scores of 150
+(216 in base 2, past exp2's fp32 range of 128), one split (the kernel's running max m_i, and the merge's 2^(lse -
+lse_max) of a single split) and two whose lse differ by 173 (the merge must subtract the largest lse, not none, the
+smallest or its negative). empty_splits ends with a sequence of length 0, a batch's padding slot, whose rows no split
+sees (the merge's guards, TODO 1). page_offsets_64bit reads the kernel's Triton IR compiled for sm_90 (no GPU needed):
+a page number times a page stride must be an i64 product (a pool past 2^31 elements is too large for a check to
+allocate, and the interpreter computes in int64 whatever the code says).
 """
 import math
 import re
@@ -22,6 +35,7 @@ import re
 import torch
 
 from ..harness import TORCH_DOES_THE_WORK, CheckFailed, Lesson
+from .memory_safety import add_memory_check
 
 KERNELS = ("flash_decode_kernel", "combine_kernel")
 lesson = Lesson(
@@ -193,9 +207,10 @@ def merge_case(ctx):
 
 
 def rows_written(ctx, B, HQ, HKV, MQ, d):
-    """A dependency of the checks with Mq > 1: the launch geometry. Every value row is the same vector c (finite well
-    past the length, so a mask that reads a tile too far still finds c), so each output row is c whatever the causal
-    mask, the chunks or the head mapping: a row that is not c was written by no program (a grid too small, TODO 7).
+    """A dependency of the checks with Mq > 1 or more than 64 query rows per KV head: the launch geometry. Every
+    value row is the same vector c (finite well past the length, so a mask that reads a tile too far still finds c),
+    so each output row is c whatever the causal mask, the chunks or the head mapping: a row that is not c was written
+    by no program (a grid too small, TODO 7).
     The inputs are drawn only when the probe runs (on a mismatch), so the checks' own inputs stay as they were."""
     n = 100
     hint = ctx.t(
@@ -286,9 +301,25 @@ def decode_one_split(ctx):
                       hint=ctx.t("the basic kernel: TODOs 2, 3, 5, 6 and 7", "基本的 kernel：TODO 2、3、5、6 和 7"))
 
 
-@lesson.check(2, "split-KV: num_splits = 2, 7 and 1 give the same result (partials merged by log-sum-exp)",
+def large_scores(ctx, B, H, n, d, dtype):
+    """Inputs whose scores q·k·sm_scale are ordinary ones plus a level: +30 on the first half of the keys, +150 on
+    the second (one column of q and of k carries it). exp2 of a base-2 score overflows fp32 past 128 (150·log2 e =
+    216): only the subtracted maxima keep it finite, the running max m_i in the kernel and the largest lse in the
+    merge. The halves' lse differ by 120·log2 e = 173, more than 128, so a merge that subtracts some other value
+    than the largest lse (the smallest, or none) overflows too; the first half weighs e^-120, nothing."""
+    q, k, v, seqlens = decode_inputs(ctx, B, H, H, 1, [n] * B, d, dtype)
+    column = 16.0                                        # q's big column; k's makes the level: 16·k·sm_scale
+    q[..., 0] = column
+    k[:, :, :n // 2, 0] = 30 * math.sqrt(d) / column
+    k[:, :, n // 2:, 0] = 150 * math.sqrt(d) / column
+    return q, k, v, seqlens
+
+
+@lesson.check(2, "split-KV: num_splits = 2, 7 and 1 give the same result (partials merged by log-sum-exp); scores "
+                 "of 150, where exp2 overflows unless the maxima are subtracted",
               needs=NEEDS, kernels=DECODE_KERNEL,
-              zh="split-KV：num_splits = 2、7 和 1 的结果相同（部分结果按 log-sum-exp 合并）")
+              zh="split-KV：num_splits = 2、7 和 1 的结果相同（部分结果按 log-sum-exp 合并）；分数为 150 时，"
+                 "不减去最大值 exp2 就会溢出")
 def split_kv(ctx):
     # lengths of 14·32 - 5 and 28·128 - 3 keys: every split gets whole tiles, none is empty (that is empty_splits)
     for B, H, n, d, dtype, splits in ctx.pick(
@@ -299,6 +330,26 @@ def split_kv(ctx):
             expect_decode(ctx, *inputs, num_splits=num_splits,
                           depends=[one_split(ctx, inputs)] if num_splits != 1 else [],
                           hint=lambda: split_diagnosis(ctx, d, dtype))
+    # Large scores (fp16: exact products on a GPU's tensor cores, where fp32 would round them to TF32), one split
+    # first: it needs the kernel's running max and the merge's largest lse alike (a merge of one split computes
+    # 2^(lse - lse_max)); then two splits of a power-of-two length, one per half, whose lse differ by 173.
+    B, H, n, d = ctx.pick(gpu=(2, 3, 4096, 128), interpreter=(1, 2, 128, 16))
+    inputs = large_scores(ctx, B, H, n, d, F16)
+    expect_decode(ctx, *inputs, num_splits=1, hint=ctx.t(
+        "the scores here reach 150 (natural units; 216 in base 2): 2^216 overflows fp32 (2^128 at most), so every "
+        "exp2 must take a score minus the largest one first: in the kernel, p = 2^(qk·qk_scale - m_i) with the "
+        "running max m_i in the same base-2 units as the scores, and lse = m_i + log2(l_i) (TODO 6); in the merge, "
+        "w = 2^(lse - lse_max) with lse_max the largest lse (TODO 1)",
+        "这里的分数高达 150（自然单位；以 2 为底是 216）：2^216 超出 fp32 的范围（最大 2^128），所以每个 exp2 都必须先"
+        "减去最大的分数：kernel 里 p = 2^(qk·qk_scale - m_i)，运行最大值 m_i 和分数一样以 2 为底，lse = m_i + "
+        "log2(l_i)（TODO 6）；合并时 w = 2^(lse - lse_max)，lse_max 是最大的 lse（TODO 1）"))
+    expect_decode(ctx, *inputs, num_splits=2, depends=[one_split(ctx, inputs)], hint=ctx.t(
+        "one split is right, two are not: the halves' lse differ by 173 (base 2), so the merge must subtract the "
+        "largest lse, lse_max = max over s of lse[s], from every lse before exp2: w = 2^(lse - lse_max) (TODO 1); "
+        "any other value (none, the smallest lse, or lse_max added) overflows",
+        "一段是对的，两段不对：两半的 lse 相差 173（以 2 为底），所以合并时必须先从每个 lse 中减去最大的 lse，"
+        "lse_max = 所有 s 上 lse[s] 的最大值，再取 exp2：w = 2^(lse - lse_max)（TODO 1）；别的值（不减、减最小的 lse、"
+        "或加上 lse_max）都会溢出"))
 
 
 SPLIT_CASES = [(1, 8, 131072, 132, 64), (1, 8, 4096, 132, 64), (8, 8, 16384, 132, 64), (32, 32, 4096, 132, 64),
@@ -345,8 +396,9 @@ def choose_splits(ctx):
 
 
 @lesson.check(1, "empty chunks (sequences with fewer tiles than num_splits; rows that see none of a chunk's keys) "
-                 "contribute nothing, never NaN", needs=NEEDS, kernels=DECODE_KERNEL,
-              zh="空段（tile 数少于 num_splits 的序列；看不到一段里任何键的行）不贡献任何东西，也绝不产生 NaN")
+                 "contribute nothing, never NaN; a sequence of length 0 gives 0", needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="空段（tile 数少于 num_splits 的序列；看不到一段里任何键的行）不贡献任何东西，也绝不产生 NaN；"
+                 "长度为 0 的序列给出 0")
 def empty_splits(ctx):
     lengths, d, splits = ctx.pick(gpu=([1, 17, 1000, 4097], 64, (7, 64)), interpreter=([1, 17, 200], 16, (4, 7)))
     inputs = decode_inputs(ctx, len(lengths), 2, 2, 1, lengths, d)
@@ -359,16 +411,31 @@ def empty_splits(ctx):
     expect_decode(ctx, *inputs, num_splits=ctx.pick(gpu=2, interpreter=3),
                   depends=[rows_written(ctx, 1, 2, 2, 8, d), one_split(ctx, inputs), merge_case(ctx)],
                   hint=ctx.t("TODO 6: rows that see no key of the chunk", "TODO 6：看不到这一段任何键的行"))
+    # A padding slot of the batch (cache_seqlens = 0, as in a server's batch of fixed size): no split sees a key of
+    # its rows, every lse is -inf, and only the merge's guards (TODO 1) make the row 0 instead of 2^(-inf - (-inf)).
+    # The chunks that are empty in rows that do see keys pass above, so what is left to blame is the merge.
+    inputs = decode_inputs(ctx, 2, 2, 2, 1, [0, ctx.pick(gpu=1000, interpreter=45)], d)
+    expect_decode(ctx, *inputs, num_splits=2, depends=[merge_case(ctx)], hint=ctx.t(
+        "sequence 0 has no key (cache_seqlens = 0), so every lse of its rows is -inf: the merge uses 0 as the largest "
+        "lse where it is -inf, and 1 as the sum of the weights where it is 0, so the row is 0, not "
+        "-inf - (-inf) = NaN (TODO 1)",
+        "序列 0 没有键（cache_seqlens = 0），所以它的行的每个 lse 都是 -inf：合并时最大的 lse 为 -inf 的地方用 0 代替，"
+        "权重之和为 0 的地方用 1 代替，这样这一行是 0，而不是 -inf - (-inf) = NaN（TODO 1）"))
 
 
-@lesson.check(2, "grouped-query attention: Hq / Hkv = 4, 8 and 32 / 1 (query head h reads KV head h // (Hq/Hkv))",
-              needs=NEEDS, kernels=DECODE_KERNEL,
-              zh="分组查询注意力：Hq / Hkv = 4、8 和 32 / 1（查询头 h 读 KV 头 h // (Hq/Hkv)）")
+@lesson.check(2, "grouped-query attention: Hq / Hkv = 12 / 3, 16 / 2 and 80 / 1 (query head h reads KV head "
+                 "h // (Hq/Hkv); a group of more than 64 rows takes two Q tiles)", needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="分组查询注意力：Hq / Hkv = 12 / 3、16 / 2 和 80 / 1（查询头 h 读 KV 头 h // (Hq/Hkv)；"
+                 "超过 64 行的组要两个 Q tile）")
 def gqa(ctx):
+    # B, Hkv and the group all differ (a batch offset taken for a head offset shows), and a group of 80 query heads
+    # is more rows than the largest Q tile (BLOCK_H = 64): the grid's third axis has two programs (at d = 128, so
+    # that a third axis counted in tiles of BLOCK_D = 128 rows, one program, shows too)
     for B, HQ, HKV, n, d in ctx.pick(
-            gpu=[(2, 16, 4, 1000, 128), (2, 32, 4, 777, 128), (1, 32, 1, 4097, 64), (2, 8, 2, 300, 64)],
-            interpreter=[(1, 8, 2, 50, 16), (1, 16, 2, 40, 16), (1, 32, 1, 40, 16)]):
-        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d), depends=[basic_case(ctx)],
+            gpu=[(2, 16, 4, 1000, 128), (2, 32, 4, 777, 128), (1, 80, 1, 4097, 128), (3, 12, 2, 300, 64)],
+            interpreter=[(2, 12, 3, 50, 16), (1, 16, 2, 40, 16), (1, 80, 1, 40, 128)]):
+        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d),
+                      depends=[basic_case(ctx), rows_written(ctx, B, HQ, HKV, 1, d)],
                       hint=ctx.t("TODO 2: row r of the Q tile is query head kv_head·GROUP + ⌊r / MQ⌋; TODO 7: BLOCK_H "
                                  "and the grid's third axis cover all GROUP·MQ rows",
                                  "TODO 2：Q tile 的第 r 行是查询头 kv_head·GROUP + ⌊r / MQ⌋；TODO 7：BLOCK_H 和 grid "
@@ -403,15 +470,20 @@ def causal(ctx):
                           hint=ctx.t("TODO 4 (mask_start) and TODO 5 (the causal mask)",
                                      "TODO 4（mask_start）和 TODO 5（因果掩码）"))
     d = ctx.pick(gpu=128, interpreter=16)
-    expect_decode(ctx, *decode_inputs(ctx, 2, 8, 2, 3, [45, 45], d),
-                  depends=[basic_case(ctx), rows_written(ctx, 2, 8, 2, 3, d)],
-                  hint=ctx.t("with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)",
-                             "带 GQA 的行：token = r % MQ（TODO 2），每一行的掩码（TODO 5）"))
+    # GQA rows with several new tokens; then 22 query heads × 3 tokens = 66 rows per KV head, more than the largest
+    # Q tile (BLOCK_H = 64): two programs on the grid's third axis, whose count is cdiv(GROUP·MQ, BLOCK_H)
+    for B, HQ, HKV, n in [(2, 8, 2, 45), (1, 22, 1, 45)]:
+        expect_decode(ctx, *decode_inputs(ctx, B, HQ, HKV, 3, [n] * B, d),
+                      depends=[basic_case(ctx), rows_written(ctx, B, HQ, HKV, 3, d)],
+                      hint=ctx.t("with GQA rows: token = r % MQ (TODO 2), the mask per row (TODO 5)",
+                                 "带 GQA 的行：token = r % MQ（TODO 2），每一行的掩码（TODO 5）"))
 
 
 @lesson.check(2, "a paged cache: page sizes smaller and larger than a tile, shuffled page table with unused pages, "
-                 "lengths ending mid-page", needs=PAGED_NEEDS, kernels=DECODE_KERNEL,
-              zh="分页缓存：页比 tile 小和比 tile 大，页表打乱且有未使用的页，长度结束在页中间")
+                 "lengths ending mid-page; then every dimension above 1 at once", needs=PAGED_NEEDS,
+              kernels=DECODE_KERNEL,
+              zh="分页缓存：页比 tile 小和比 tile 大，页表打乱且有未使用的页，长度结束在页中间；"
+                 "然后所有维度同时大于 1")
 def paged(ctx):
     for page_size, B, n, d in ctx.pick(gpu=[(16, 3, 1000, 128), (256, 2, 4097, 128), (16, 1, 17, 64)],
                                        interpreter=[(8, 2, 77, 16), (48, 2, 130, 16)]):
@@ -433,6 +505,28 @@ def paged(ctx):
                            f"{describe(ctx, q, k_pages, seqlens, table)}：`flash_decode` 创建了一个形状为 "
                            f"{ctx.last_info['largest_shape']} 的张量，和缓存本身一样大：要在 kernel 里通过页表读取各页"
                            "（TODO 8），不要把它们收集成一个连续的副本"))
+    # Every indexed dimension above 1 and each of its own size (issue 24), so that an offset or a stride taken for
+    # another's shows: B, Hkv, GROUP = Hq/Hkv, Mq, num_splits, pages per sequence, page size and d all differ (and
+    # differ from BLOCK_N and the length). Every split gets whole tiles, none empty (n = 170 is 6 tiles of 32; 1000
+    # is 16 of 64). On a GPU GROUP·Mq = 72 rows per KV head: two Q tiles of BLOCK_H = 64. The interpreter keeps 20
+    # (more than 64 rows per KV head, with B and Hkv above 1, takes some 400 combine programs, 2 s there): gqa and
+    # causal have its groups of more than 64 rows.
+    B, HKV, group, mq, splits, page_size, n, d = ctx.pick(gpu=(3, 2, 12, 6, 4, 16, 1000, 128),
+                                                          interpreter=(2, 3, 4, 5, 6, 7, 170, 16))
+    q, k, v, seqlens = decode_inputs(ctx, B, HKV * group, HKV, mq, [n] * B, d, capacity=n + 5 * page_size)
+    k_pages, v_pages, table = to_paged(ctx, k, v, [n] * B, page_size)
+    contiguous = (ctx.t(f"the same cache, contiguous, with num_splits={splits} (what checks gqa, causal and split_kv "
+                        "test, together)", f"同一个缓存的连续版本，num_splits={splits}（检查 gqa、causal 和 split_kv "
+                        "合起来测的东西）"),
+                  lambda: expect_decode(ctx, q, k, v, seqlens, num_splits=splits))
+    expect_decode(ctx, q, k_pages, v_pages, seqlens, block_table=table, num_splits=splits, depends=[contiguous],
+                  hint=ctx.t("the contiguous cache gives the right result: TODO 8, the page of each key of each "
+                             "sequence b (block_table[b, key // page_size]), its row key % page_size, and the page "
+                             "strides of K and V (stride_kb, stride_vb; a paged cache's head stride is not its page "
+                             "stride)",
+                             "连续缓存的结果是对的：问题在 TODO 8，每个序列 b 的每个键所在的页（block_table[b, key // "
+                             "page_size]）、它的行 key % page_size，以及 K 和 V 的页步长（stride_kb、stride_vb；分页缓存的"
+                             "头步长不是页步长）"))
 
 
 @lesson.check(1, "head dims 64, 128 and ones that are not a power of two (padded to BLOCK_D and masked)", needs=NEEDS,
@@ -529,6 +623,35 @@ def speed(ctx):
 DECODE_ARGS = (["Q", "K", "V", "Seqlens", "Block_table", "Out_part", "Lse_part", "qk_scale"]
                + [f"stride_{t}{a}" for t in "qkv" for a in ("b", "h", "m" if t == "q" else "n", "d")]
                + ["stride_btb", "HKV", "GROUP", "MQ"])
+# The H200 table's configs: (dtype, HEAD_DIM, BLOCK_D, BLOCK_H, BLOCK_N, PAGED, PAGE_SIZE, num_warps, num_stages)
+CONTIGUOUS_CONFIG = ("fp16", 128, 128, 16, 64, False, 1, 2, 2)
+PAGED_CONFIG = ("bf16", 80, 128, 32, 64, True, 16, 4, 2)
+
+
+def decode_signature(dtype, head_dim, block_d, block_h, block_n, paged, page_size):
+    """(signature, constexprs) of flash_decode_kernel for an ahead-of-time compile, by the notebook's names."""
+    signature = {name: "i32" for name in DECODE_ARGS}
+    signature.update({"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Seqlens": "*i32",
+                      "Block_table": "*i32", "Out_part": "*fp32", "Lse_part": "*fp32", "qk_scale": "fp32"})
+    constexprs = {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "BLOCK_H": block_h, "BLOCK_N": block_n,
+                  "PAGED": paged, "PAGE_SIZE": page_size}
+    signature.update({name: "constexpr" for name in constexprs})
+    return signature, constexprs
+
+
+def compile_decode_kernel(ctx, compile):
+    """`compile()` (ctx.aot or ctx.ttir of flash_decode_kernel); a parameter name the check does not know is said
+    in words."""
+    try:
+        return compile()
+    except Exception as error:
+        text = str(error)
+        if re.search(r"KeyError|is\snot\sin\slist", text):   # a parameter name the check does not know
+            ctx.fail(ctx.t(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
+                           f"{', '.join(DECODE_ARGS)}: keep the kernel's signature as given)",
+                           f"{text}\n（这个检查用笔记本里的参数名 {', '.join(DECODE_ARGS)} 编译 kernel："
+                           "请保持 kernel 的签名和给出的一样）"))
+        raise
 
 
 @lesson.check(1, "the kernels compile for sm_80 and sm_90 GPUs (fp16 and bf16, contiguous and paged)",
@@ -536,25 +659,11 @@ DECODE_ARGS = (["Q", "K", "V", "Seqlens", "Block_table", "Out_part", "Lse_part",
               zh="kernel 能为 sm_80 和 sm_90 GPU 编译（fp16 和 bf16，连续和分页）")
 def compiles(ctx):
     notes = []
-    # (dtype, HEAD_DIM, BLOCK_D, BLOCK_H, BLOCK_N, PAGED, PAGE_SIZE, num_warps, num_stages): the H200 table's configs
-    for dtype, head_dim, block_d, block_h, block_n, paged, page_size, warps, stages in (
-            ("fp16", 128, 128, 16, 64, False, 1, 2, 2), ("bf16", 80, 128, 32, 64, True, 16, 4, 2)):
-        signature = {name: "i32" for name in DECODE_ARGS}
-        signature.update({"Q": f"*{dtype}", "K": f"*{dtype}", "V": f"*{dtype}", "Seqlens": "*i32",
-                          "Block_table": "*i32", "Out_part": "*fp32", "Lse_part": "*fp32", "qk_scale": "fp32"})
-        constexprs = {"HEAD_DIM": head_dim, "BLOCK_D": block_d, "BLOCK_H": block_h, "BLOCK_N": block_n,
-                      "PAGED": paged, "PAGE_SIZE": page_size}
-        signature.update({name: "constexpr" for name in constexprs})
-        try:
-            shared = ctx.aot("flash_decode_kernel", signature, constexprs, num_warps=warps, num_stages=stages)
-        except Exception as error:
-            text = str(error)
-            if re.search(r"KeyError|is\snot\sin\slist", text):   # a parameter name the check does not know
-                ctx.fail(ctx.t(f"{text}\n(the check compiles the kernel with the notebook's parameter names "
-                               f"{', '.join(DECODE_ARGS)}: keep the kernel's signature as given)",
-                               f"{text}\n（这个检查用笔记本里的参数名 {', '.join(DECODE_ARGS)} 编译 kernel："
-                               "请保持 kernel 的签名和给出的一样）"))
-            raise
+    for dtype, head_dim, block_d, block_h, block_n, paged, page_size, warps, stages in (CONTIGUOUS_CONFIG,
+                                                                                         PAGED_CONFIG):
+        signature, constexprs = decode_signature(dtype, head_dim, block_d, block_h, block_n, paged, page_size)
+        shared = compile_decode_kernel(ctx, lambda: ctx.aot("flash_decode_kernel", signature, constexprs,
+                                                            num_warps=warps, num_stages=stages))
         layout = ctx.t("paged", "分页") if paged else ctx.t("contiguous", "连续")
         notes.append(f"flash_decode_kernel {dtype} d={head_dim} {layout}" + ctx.t(": ", "：") + f"{shared[90] // 1024} KB")
     ctx.aot("combine_kernel", {"Out_part": "*fp32", "Lse_part": "*fp32", "Out": "*bf16", "NUM_SPLITS": "i32",
@@ -562,3 +671,125 @@ def compiles(ctx):
             {"HEAD_DIM": 80, "BLOCK_D": 128, "BLOCK_S": 64}, num_warps=4)
     return ctx.t("shared memory on sm_90: " + "; ".join(notes) + "; combine_kernel bf16 compiles",
                  "sm_90 上的共享内存：" + "；".join(notes) + "；combine_kernel bf16 能编译")
+
+
+# ── 64-bit page offsets, read in the kernel's Triton IR ──────────────────────────────────────────────────────
+# A pool whose offsets pass 2^31 elements (4 GiB of fp16) is more than a check can allocate, and the interpreter
+# computes in numpy's int64 whatever the code says. What the GPU runs is in the TTIR (the kernel compiled for sm_90,
+# inlined, before any lowering): one SSA op a line, e.g. (the reference, paged_row_offsets inlined)
+#   %page_94 = tt.load %page_93, %key_mask_88, %cst_0 : tensor<64x!tt.ptr<i32>> loc(#loc295)
+#   %offsets = arith.extsi %page_94 : tensor<64xi32> to tensor<64xi64> loc(#loc296)
+#   %offsets_95 = arith.extsi %stride_kb : i32 to i64 loc(#loc297)
+#   %offsets_96 = tt.splat %offsets_95 : i64 -> tensor<64xi64> loc(#loc297)
+#   %offsets_97 = arith.muli %offsets, %offsets_96 : tensor<64xi64> loc(#loc297)
+# and without the `.to(tl.int64)`: `%offsets_95 = arith.muli %page_94, %offsets : tensor<64xi32>`. The lines are
+# followed in order (a name can be defined again in a sibling region: the second stage's loop), tracking for each
+# value the kernel arguments it is computed from and whether it is computed from a page number (a value loaded
+# through a pointer into Block_table); every integer product of a page number by a run-time value must be i64.
+_TTIR_OP = re.compile(r"^\s*(%[\w.$-]+)(?::\d+)?\s*=\s*([\w.]+)\b(.*)$")
+_TTIR_VALUE = re.compile(r"%[\w.$-]+")
+_TTIR_LOC = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
+
+
+def ttir_source_line(ttir, loc):
+    """The line of the program that `#locN` points at (through names and call sites: the callee's line), or None."""
+    table = {m.group(1): m.group(2) for m in map(_TTIR_LOC.match, ttir.splitlines()) if m}
+    for _ in range(100):
+        body = table.get(loc)
+        if body is None:
+            return None
+        place = re.match(r'^"[^"]*":(\d+):\d+$', body)
+        if place:
+            return int(place.group(1))
+        inner = re.match(r'^(?:"[^"]*"\(|callsite\()(#loc\d*)', body)
+        if not inner:
+            return None
+        loc = inner.group(1)
+    return None
+
+
+def page_products_in_32_bits(ttir, kernel, arguments):
+    """[(TTIR op, program line or None, the kernel arguments of the other factor)] for each integer product of a
+    page number (loaded from Block_table, or computed from one) by a run-time value that the kernel's TTIR computes
+    in fewer than 64 bits. `arguments`: the kernel's run-time parameters in order (the TTIR function's operands)."""
+    lines = ttir.splitlines()
+    header = next((line for line in lines if re.search(rf"tt\.func\b.*@{re.escape(kernel)}\(", line)), None)
+    if header is None:
+        raise ValueError(f"no function {kernel} in the Triton IR")
+    params = re.findall(r"(%[\w.$-]+):", header[header.index("(") + 1:])   # %Q or %arg0: by position
+    sources = {name: {argument} for name, argument in zip(params, arguments)}
+    page, found = set(), []
+    for line in lines:
+        match = _TTIR_OP.match(line)
+        if not match:
+            continue
+        result, op, rest = match.groups()
+        code = rest.split(" loc(")[0]
+        operands = [value.split("#")[0] for value in _TTIR_VALUE.findall(code)]
+        uses = set().union(*(sources.get(value, set()) for value in operands))
+        if op == "tt.load":   # from the page table: a page number; any other load gives data, not an offset
+            sources[result] = set()
+            page.discard(result)
+            if operands and "Block_table" in sources.get(operands[0], set()):
+                page.add(result)
+            continue
+        sources[result] = uses
+        if not any(value in page for value in operands):
+            page.discard(result)
+            continue
+        page.add(result)
+        width = re.search(r"i(\d+)>?$", code.strip())
+        if op in ("arith.muli", "arith.shli") and uses and width and int(width.group(1)) < 64:
+            loc = re.search(r"loc\((#loc\d*)\)\s*$", line)
+            found.append((f"{result} = {op}{code}".strip(), ttir_source_line(ttir, loc.group(1)) if loc else None,
+                          sorted(uses)))
+    return found
+
+
+@lesson.check(1, "page offsets in 64-bit integers: the page number times the page stride (read in the kernel's "
+                 "Triton IR for sm_90)", needs=PAGED_NEEDS, modes=("gpu", "interpreter", "structure"),
+              compile_only=True, timeout=400,
+              zh="页偏移用 64 位整数：页号乘以页步长（从 kernel 为 sm_90 编译的 Triton IR 中读出）")
+def page_offsets_64bit(ctx):
+    from ..worker import cell_and_line
+    dtype, head_dim, block_d, block_h, block_n, paged, page_size, warps, stages = PAGED_CONFIG  # as compiles: cached
+    signature, constexprs = decode_signature(dtype, head_dim, block_d, block_h, block_n, paged, page_size)
+    ttir = compile_decode_kernel(ctx, lambda: ctx.ttir("flash_decode_kernel", signature, constexprs, capability=90,
+                                                       num_warps=warps, num_stages=stages))
+    found = page_products_in_32_bits(ttir, "flash_decode_kernel", DECODE_ARGS)
+    if not found:
+        return None
+    op, line, uses = found[0]
+    program_lines = ctx.program.split("\n")
+    code = program_lines[line - 1].strip() if line and line <= len(program_lines) else ""
+    where = (cell_and_line(ctx.program, line, ctx.language) + ": `" + code + "`") if code else ""
+    stride = ", ".join(uses)
+    tensor = {"stride_kb": "K", "stride_vb": "V"}
+    named = [tensor[u] for u in uses if u in tensor]
+    what = (ctx.t(f"the page offset of {' and '.join(named)} (page number × {stride})",
+                  f"{'、'.join(named)} 的页偏移（页号 × {stride}）") if named
+            else ctx.t(f"a page number times {stride}", f"页号乘以 {stride}"))
+    ctx.fail(ctx.t(
+        f"{what} is computed in 32-bit integers{' (' + where + ')' if where else ''}; the kernel's Triton IR for "
+        f"sm_90 has `{op}`. In a large pool a page number times the page stride passes 2^31 (from page 131072 on "
+        "with 16 tokens, 8 KV heads and d = 128) and int32 wraps around to a wrong, negative offset: convert the "
+        "page number with `.to(tl.int64)` before multiplying (TODO 8 in `paged_row_offsets`); converting the "
+        "product afterwards is too late, it has wrapped already",
+        f"{what} 是用 32 位整数计算的{'（' + where + '）' if where else ''}；kernel 为 sm_90 编译的 Triton IR 里是 "
+        f"`{op}`。在大的页池里，页号乘以页步长会超过 2^31（16 个 token 一页、8 个 KV 头、d = 128 时从第 131072 页起），"
+        "int32 会回绕成一个错误的负偏移：先用 `.to(tl.int64)` 转换页号再相乘（`paged_row_offsets` 中的 TODO 8）；"
+        "相乘之后再转换乘积就太晚了，它已经回绕了"))
+
+
+# ── memory safety (issue 24): every access inside the tensors, even one whose value is thrown away ──
+def memory_calls(ctx, call):
+    # the second sequence fills its cache (a read past it is outside), d = 12 padding lanes, GROUP·Mq = 9 rows of a
+    # 16-row Q tile, splits of uneven length; then the same through a page table whose rows end mid-page
+    lengths = [19, 45]
+    q, k, v, seqlens = decode_inputs(ctx, 2, 6, 2, 3, lengths, 12)
+    call("flash_decode", q, k, v, seqlens, num_splits=3)
+    k_pages, v_pages, table = to_paged(ctx, k, v, lengths, 8)
+    call("flash_decode", q, k_pages, v_pages, seqlens, block_table=table, num_splits=2)
+
+
+add_memory_check(lesson, PAGED_NEEDS, KERNELS, memory_calls)

@@ -51,6 +51,15 @@ MUTANTS = [
            {"softmax_stable"}, "exp overflows for large inputs (the compile check fails too: it also reads the kernel's "
            "structure, and the lesson's structure needs tl.max)", passes={"softmax_ragged", "softmax_fp16"},
            not_blamed={1, 2, 4, 5, 6}),
+    Mutant("max_added_not_subtracted",
+           [("    x = x - tl.max(x, axis=0)\n", "    x = x + tl.max(x, axis=0)\n")],
+           {"softmax_stable"}, "TODO 3 shifts the row by +max instead of -max: the same softmax for ordinary values "
+           "(a shift cancels), exp(2·max) overflows for huge ones (every exponent must be ≤ 0)",
+           passes={"softmax_power_of_two", "softmax_ragged", "softmax_fp16"}, not_blamed={1, 2, 4, 5, 6}),
+    Mutant("block_size_from_rows",
+           [("BLOCK_SIZE = triton.next_power_of_2(n_cols)", "BLOCK_SIZE = triton.next_power_of_2(n_rows)")],
+           {"softmax_power_of_two"}, "the block size from the number of rows (dims swapped): right only when the "
+           "rows are as many as the columns; the (4, 16) rows show it (12 of the 16 columns are never written)"),
     Mutant("contiguous_row_stride",
            [(LAUNCH, LAUNCH.replace("x.stride(0), out.stride(0)", "n_cols, n_cols"))],
            {"softmax_strided"}, "assumes rows are n_cols apart", passes={"softmax_power_of_two", "softmax_ragged"},
@@ -94,4 +103,13 @@ MUTANTS += [
     Mutant("graded_function_renamed",
            [("def softmax(", "def my_softmax(")],
            ALL_NUMERIC, "the graded name `softmax` no longer exists: every check that needs it says so"),
+]
+
+# The memory check's (issue 24): reads whose values are thrown away, which no comparison can see.
+MUTANTS += [
+    Mutant("row_read_unmasked",
+           [('x = tl.load(in_ptr + row * in_row_stride + offsets, mask=mask, other=-float("inf")).to(tl.float32)',
+             'x = tl.where(mask, tl.load(in_ptr + row * in_row_stride + offsets), -float("inf")).to(tl.float32)')],
+           {"memory_safety"}, "loads all BLOCK_SIZE lanes of a row and drops those past its end with tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it",
+           passes={"softmax_ragged", "softmax_power_of_two"}),
 ]

@@ -22,9 +22,12 @@ MUTANTS = [
     # ── stable_softmax mistakes ──────────────────────────────────────────────────────────────────
     Mutant("no_max_subtraction",
            [(SOFTMAX_BODY, "    e = torch.exp(x)\n    out = e / e.sum(dim=dim, keepdim=True)\n")],
-           {"softmax_stable", "softmax_masked"}, "the softmax as written, exp(x) / sum: exp overflows for huge inputs, "
-           "and a fully -inf slice gives 0/0 (the clamp of TODO 3 needs the max subtraction); fine for ordinary values",
-           passes={"softmax_rows", "softmax_any_dim", "attention_scale"}),
+           {"softmax_stable", "softmax_masked", "attention_scale"}, "the softmax as written, exp(x) / sum: exp "
+           "overflows for huge inputs, and a fully -inf slice gives 0/0 (the clamp of TODO 3 needs the max "
+           "subtraction); fine for ordinary values. attention_scale's huge scores (sm_scale = 1 on inputs of scale 4) "
+           "overflow it too: that message sends the learner to stable_softmax, naming no TODO of naive_attention",
+           passes={"softmax_rows", "softmax_any_dim", "attention_shapes", "attention_causal_rect"},
+           not_blamed={4, 5, 6, 7}),
     Mutant("fully_masked_slice_gives_nan",
            [('    m = m.masked_fill(m == float("-inf"), 0.0)\n', "")],
            {"softmax_masked"}, "no guard for a slice that is all -inf: -inf - (-inf) = NaN",
@@ -37,11 +40,12 @@ MUTANTS = [
            not_blamed={1, 4, 5, 6, 7}),
     Mutant("exp_without_the_shift",
            [("    e = torch.exp(x - m)\n", "    e = torch.exp(x)\n")],
-           {"softmax_stable", "attention_causal"}, "TODO 1 computes the max but TODO 3 exponentiates x, not x - m: "
+           {"softmax_stable", "attention_causal", "attention_scale"},
+           "TODO 1 computes the max but TODO 3 exponentiates x, not x - m: "
            "exp overflows for huge inputs (the message names TODO 1 and TODO 3, which hold the max and the shift, never "
            "TODO 2), and a slice whose exponentials sum below 1 stays unnormalised by the clamp (row 0 of a causal mask: "
-           "the attention message sends the learner to stable_softmax, naming no TODO of naive_attention)",
-           passes={"attention_scale"}, not_blamed={2, 4, 5, 6, 7}),
+           "the attention message sends the learner to stable_softmax, naming no TODO of naive_attention; so do "
+           "attention_scale's huge scores)", not_blamed={2, 4, 5, 6, 7}),
     Mutant("max_without_keepdim",
            [("m = x.amax(dim=dim, keepdim=True)", "m = x.amax(dim=dim)")],
            {"softmax_rows", "softmax_any_dim", "softmax_masked", "attention_causal"}, "TODO 1 drops the reduced dim: "
@@ -82,6 +86,19 @@ MUTANTS = [
            [(SCORES, "    sm_scale = 1.0 / math.sqrt(d)\n    scores = (q @ k.transpose(-2, -1)) * sm_scale\n")],
            {"attention_scale"}, "always scales by 1/sqrt(d), whatever sm_scale the caller gives",
            passes={"attention_shapes", "attention_causal", "attention_causal_rect", "attention_views"}),
+    Mutant("attention_softmax_without_max",
+           [("    p = stable_softmax(scores, dim=-1)\n",
+             "    p = torch.exp(scores)\n    p = p / p.sum(dim=-1, keepdim=True)\n")],
+           {"attention_scale"}, "TODO 6 writes its own softmax, exp(scores) / sum, instead of calling stable_softmax: "
+           "right for ordinary scores, inf/NaN for the huge ones of attention_scale (±100 and more), whose message "
+           "names TODO 6", passes={"softmax_stable", "attention_shapes", "attention_causal", "attention_causal_rect",
+                                   "attention_views"}, not_blamed={1, 2, 3, 4, 5, 7}),
+    Mutant("lengths_from_dim_1",
+           [(ATTENTION_START, "    M, N, d = q.shape[1], k.shape[1], q.shape[-1]\n")],
+           {"attention_causal", "attention_causal_rect"}, "M and N read from dim 1, as for a 3-D (B, N, d) input: "
+           "right there, but dim 1 of a (B, H, M, d) input is the heads (3, not M) and of a 2-D one d: the causal "
+           "mask has the wrong size (only causal uses M and N)",
+           passes={"attention_shapes", "attention_scale", "attention_views"}),
     Mutant("softmax_over_queries",
            [("p = stable_softmax(scores, dim=-1)", "p = stable_softmax(scores, dim=-2)")],
            {"attention_shapes"}, "softmax over dim -2 (the queries) instead of the keys",

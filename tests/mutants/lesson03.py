@@ -90,8 +90,35 @@ MUTANTS = [
            {"basic", "ragged_n", "odd_head_dim", "m_ne_n"}, "alpha = exp(m_new − m_i) is inf on the first block, so "
            "every output is NaN: the ragged-N check must not call it a missing key mask (TODO 2), nor the head-dimension "
            "check a missing d_mask (TODO 1)", not_blamed={1, 2, 4, 5, 6}),
+    # Issue 24: basic's scores of 150 (large_scores_qkv), where only the running max keeps exp finite. Each of these
+    # is right on ordinary scores, so it costs the basic check only, and its message names TODO 3.
+    Mutant("max_not_subtracted",
+           [("        m_new = tl.maximum(m_i, tl.max(s, axis=0))\n",
+             "        m_new = tl.full([], 0.0, dtype=tl.float32)  # no max: p = exp(s), alpha = 1\n")],
+           {"basic"}, "the online softmax subtracts no max (p = exp(s)): exact for ordinary scores, inf/inf = NaN "
+           "once a score passes 88.7", passes=ALL - {"basic"}, not_blamed={1, 2, 4, 5, 6}),
+    Mutant("block_max_not_running",
+           [("m_new = tl.maximum(m_i, tl.max(s, axis=0))", "m_new = tl.max(s, axis=0)")],
+           {"basic"}, "m_new is this block's max, not the running one: alpha and p still agree, so ordinary scores come "
+           "out right, but where the max falls by 120 in a later block alpha = e^120 overflows",
+           passes=ALL - {"basic"}, not_blamed={1, 2, 4, 5, 6}),
+    Mutant("running_max_from_l_i",
+           [("m_new = tl.maximum(m_i, tl.max(s, axis=0))", "m_new = tl.maximum(l_i, tl.max(s, axis=0))")],
+           {"basic"}, "m_new takes the running sum l_i for the running max m_i (a one-token survivor of issue 24's "
+           "mutation sample): right on ordinary scores, alpha = e^120 where the max falls", passes=ALL - {"basic"},
+           not_blamed={1, 2, 4},  # on a GPU its NaN rows read as rows never written: TODOs 5 and 6 are named there
+           on_gpu={"passes": set()}),  # the GPU's longer rows (N up to 2048) overflow l_i itself: every check fails
     Mutant("store_at_q_stride",
            [("tl.store(Out + pid * stride_om", "tl.store(Out + pid * stride_qm")],
            {"strided"}, "the store uses q's row stride for Out: right while q is contiguous, past the end of the "
            "output when q's rows are further apart", passes=ALL - {"strided"}, not_blamed={1, 2, 3, 4, 6}),
+]
+
+# The memory check's (issue 24): reads whose values are thrown away, which no comparison can see.
+MUTANTS += [
+    Mutant("key_rows_read_unmasked",
+           [("k = tl.load(K + offs_kn[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0).to(tl.float32)",
+             "k = tl.where(kv_mask, tl.load(K + offs_kn[:, None] * stride_kn + offs_d[None, :]), 0.0).to(tl.float32)")],
+           {"memory_safety"}, "loads whole K blocks, the rows past N and the lanes past d included, and zeroes them "
+           "with tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it", passes={"ragged_n"}),
 ]

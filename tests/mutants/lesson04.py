@@ -131,6 +131,47 @@ MUTANTS = [
            {"forward_ragged"}, "Q's batch offset uses K's batch stride: the same when seqlen_q = seqlen_k, wrong "
                                "otherwise (and only for batch elements after the first)",
            passes={"forward_divisible", "causal"}),
+    # Issue 24: heads above 1 (B ≠ H) and every dimension apart from the others in some check; feature strides of
+    # their own in strided_inputs.
+    Mutant("q_without_head_offset",
+           [("q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh", "q_ptrs = (Q + off_z * stride_qz")],
+           {"forward_divisible"}, "Q's pointers leave out the head offset: every head reads head 0's queries (invisible "
+                                  "with H = 1)"),
+    Mutant("grid_without_heads",
+           [('grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B * H)',
+             'grid = lambda META: (triton.cdiv(N_CTX_Q, META["BLOCK_M"]), B)')],
+           {"forward_divisible"}, "the grid has B programs along its second axis, not B·H: with H > 1 most (batch, "
+                                  "head) pairs are never computed (right with H = 1)"),
+    Mutant("q_head_offset_with_k_stride",
+           [("q_ptrs = (Q + off_z * stride_qz + off_h * stride_qh", "q_ptrs = (Q + off_z * stride_qz + off_h * stride_kh")],
+           {"forward_ragged"}, "Q's head offset uses K's head stride: the same when seqlen_q = seqlen_k or H = 1, wrong "
+                               "otherwise", passes={"forward_divisible", "causal"}),
+    Mutant("out_head_stride_of_q",
+           [("o_ptrs = (Out + off_z * stride_oz + off_h * stride_oh", "o_ptrs = (Out + off_z * stride_oz + off_h * stride_qh")],
+           {"strided_inputs"}, "the output's head offset uses q's head stride: the same while q is contiguous, wrong "
+                               "(heads stored over each other) for a transposed (B, N, H, d) q with H > 1",
+           passes={"forward_divisible", "forward_ragged", "fp32_inputs"}),
+    Mutant("k_features_at_q_stride",
+           [("+ offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kk)", "+ offs_n[:, None] * stride_kn + offs_d[None, :] * stride_qk)")],
+           {"strided_inputs"}, "K's features are read with q's feature stride: the same while both are 1, wrong for a k "
+                               "whose features are apart", passes={"forward_divisible", "forward_ragged", "fp32_inputs"}),
+    # Issue 24: forward_divisible's scores of 150 (large_scores), where only the running max keeps exp2 finite. Each
+    # of these is right on ordinary scores, so it costs that check only, and its message names TODO 5.
+    Mutant("max_not_subtracted",
+           [("m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "m_new = tl.zeros([BLOCK_M], dtype=tl.float32)")],
+           {"forward_divisible"}, "the online softmax subtracts no max (p = 2^(qk·qk_scale), alpha = 1): exact for "
+           "ordinary scores, inf/inf = NaN once a base-2 score passes 128",
+           passes={"forward_ragged", "head_dim_padded", "strided_inputs", "fp32_inputs", "causal",
+                   "causal_unequal_lengths", "causal_skips_blocks"}, not_blamed={1, 2, 3, 4, 6, 7},
+           on_gpu={"passes": set()}),  # on a GPU fp16 sums of 2^score over 1537 keys overflow too (forward_ragged)
+    Mutant("block_max_not_running",
+           [("m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)", "m_new = tl.max(qk, 1) * qk_scale")],
+           {"forward_divisible", "causal_unequal_lengths"}, "m_new is this block's row max, not the running one: alpha "
+           "and p still agree, so ordinary non-causal scores come out right, but where the max falls by 120 in a later "
+           "block alpha = 2^173 overflows; and in a causal row whose last two K blocks are both all masked, the second "
+           "gets alpha = 2^(-inf - 0) = 0, which wipes l_i and acc (some rows of a tall tile when seqlen_q ≠ seqlen_k)",
+           passes={"forward_ragged", "head_dim_padded", "strided_inputs", "fp32_inputs", "causal",
+                   "causal_skips_blocks"}, not_blamed={1, 2, 3, 4, 6, 7}),
     # Reads past a row that are multiplied by zero: visible because the checks put NaN around every input
     Mutant("d_mask_missing_in_unmasked_stage",
            [("kv_mask = d_mask[None, :]  ", "kv_mask = offs_n[:, None] >= 0  ")],
@@ -138,4 +179,18 @@ MUTANTS = [
            "the unmasked stage loads K and V without the head-dim mask: the padding columns read the next row, and "
            "past the last row the memory around the tensor; q's zero padding hides it, except 0·NaN = NaN",
            passes=NOT_CAUSAL),
+]
+
+# The memory check's (issue 24): reads whose values are thrown away, which no comparison can see.
+MUTANTS += [
+    Mutant("q_rows_read_unmasked",
+           [("q = tl.load(q_ptrs, mask=(offs_m[:, None] < N_CTX_Q) & d_mask[None, :], other=0.0)",
+             "q = tl.load(q_ptrs, mask=d_mask[None, :], other=0.0)")],
+           {"memory_safety"}, "loads the Q tile without its row mask: rows past N_CTX_Q are read, then never stored; "
+           "right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it" , passes={"forward_ragged"}),
+    Mutant("kv_rows_read_unmasked",
+           [("k = tl.load(k_ptrs + start_n * stride_kn, mask=kv_mask, other=0.0)",
+             "k = tl.where(kv_mask, tl.load(k_ptrs + start_n * stride_kn), 0.0)")],
+           {"memory_safety"}, "loads whole K blocks and zeroes the keys past N_CTX_K and the lanes past d with "
+           "tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it", passes={"forward_ragged"}),
 ]

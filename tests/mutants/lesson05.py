@@ -9,6 +9,11 @@ FWD_RANGES_END = "        masked_hi = N_CTX\n    acc, l_i, m_i = _attn_fwd_inner
 DQ_RANGES_END = "        masked_hi = N_CTX\n    dq = _attn_bwd_dq_inner("
 CAUSAL_RANGES = ("        full_hi = start_m\n        masked_hi = tl.minimum(start_m + BLOCK_M, N_CTX)\n    else:\n"
                  "        full_hi = (N_CTX // BLOCK_N) * BLOCK_N\n")
+# The forward's head offsets (q, then K and V): given code, which a learner may rewrite with a flat head index.
+FWD_HEAD = ("    q = _load_rows(Q + off_z * stride_qz + off_h * stride_qh + offs_m[:, None] * stride_qm"
+            " + offs_d[None, :] * stride_qd,\n                   offs_m, N_CTX, offs_d, HEAD_DIM, BLOCK_D, True)\n"
+            "    K += off_z * stride_kz + off_h * stride_kh  # this head's keys and values\n"
+            "    V += off_z * stride_vz + off_h * stride_vh\n")
 
 MUTANTS = [
     # ── the forward ──────────────────────────────────────────────────────────────────────────────────
@@ -39,6 +44,24 @@ MUTANTS = [
            passes={"forward", "backward_causal"},
            # a GPU's forward tiles are never square: the forward kernel does not compile, whatever the lengths
            on_gpu={"caught_by": {"forward", "forward_ragged", "forward_causal"}, "passes": {"backward_causal"}}),
+    Mutant("forward_without_max",
+           [("            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)\n"
+             "            qk = qk * qk_scale - m_ij[:, None]\n",
+             "            m_ij = tl.zeros_like(m_i)\n            qk = qk * qk_scale\n"),
+            ("            m_ij = tl.maximum(m_i, tl.max(qk, 1))\n            qk = qk - m_ij[:, None]\n",
+             "            m_ij = tl.zeros_like(m_i)\n")],
+           {"forward", "forward_causal"}, "the online softmax without its running max (m stays 0, in both stages): "
+           "exact for ordinary scores, 2^(s·log2 e) overflows (and underflows) for the large scores of forward and "
+           "forward_causal",
+           passes={"forward_ragged", "forward_dtypes", "backward_dkdv"}),
+    Mutant("forward_assumes_contiguous_heads",
+           [(FWD_HEAD, FWD_HEAD.replace("Q + off_z * stride_qz + off_h * stride_qh", "Q + off_hz * N_CTX * HEAD_DIM")
+             .replace("off_z * stride_kz + off_h * stride_kh", "off_hz * N_CTX * HEAD_DIM")
+             .replace("off_z * stride_vz + off_h * stride_vh", "off_hz * N_CTX * HEAD_DIM"))],
+           {"forward", "autograd"}, "each head found at off_hz·N·d, as in a contiguous (B, H, N, d) tensor: right "
+           "for contiguous inputs and for a strided view with one head, so only autograd's NaN guard saw it until "
+           "forward's strided (2, 3, 96, 40) view (its message sends the learner to forward)",
+           passes={"forward_ragged", "forward_causal", "backward_dkdv"}),
     Mutant("ragged_keys_not_masked",
            [("keep = cols[None, :] < N_CTX\n            if CAUSAL", "keep = cols[None, :] >= 0\n            if CAUSAL")],
            {"forward_ragged"}, "the masked stage forgets keys past N_CTX: they load as 0 and still add 2^(0 − m) to l_i",
@@ -106,6 +129,25 @@ MUTANTS = [
            {"backward_dkdv"}, "the forward's lse[:, None] in the transposed dK/dV tile: one value per query must run "
                               "along its columns; right shape only with square tiles",
            passes={"forward", "forward_causal"}),
+    Mutant("dkdv_p_without_lse_shift",
+           [("pT = tl.math.exp2(qkT * qk_scale - lse[None, :])",
+             "pT = tl.math.exp2(qkT * qk_scale) / tl.math.exp2(lse[None, :])")],
+           {"backward_dkdv", "backward_causal"}, "pT = 2^s / 2^lse: the same numbers as 2^(s − lse) for ordinary "
+           "scores, inf / inf = NaN for the large ones",
+           passes={"backward_dq", "backward_ragged", "forward"}),
+    Mutant("dq_p_without_lse_shift",
+           [("p = tl.math.exp2(qk * qk_scale - lse[:, None])",
+             "p = tl.math.exp2(qk * qk_scale) * tl.math.exp2(-lse[:, None])")],
+           {"backward_dq", "backward_causal"}, "p = 2^s · 2^−lse: the same numbers as 2^(s − lse) for ordinary scores, "
+           "inf · 0 = NaN for the large ones",
+           passes={"backward_dkdv", "backward_ragged", "forward"}),
+    Mutant("dkdv_assumes_contiguous_heads",
+           [("    Q += off_z * stride_qz + off_h * stride_qh\n    DO += off_z * stride_doz + off_h * stride_doh\n",
+             "    Q += off_hz * N_CTX * HEAD_DIM\n    DO += off_hz * N_CTX * HEAD_DIM\n")],
+           {"backward_dkdv", "autograd"}, "the dK/dV kernel finds each head of q and dO at off_hz·N·d, as in "
+           "contiguous tensors: the other backward checks pass contiguous inputs, so only autograd's NaN guard saw it "
+           "until backward_dkdv's strided (2, 3, 96, 40) case",
+           passes={"backward_dq", "backward_ragged", "backward_causal"}),
     Mutant("noncausal_dkdv_starts_at_diagonal",
            [("        full_lo = 0\n        tail_lo = m_full\n",
              "        full_lo = start_n\n        tail_lo = tl.maximum(full_lo, m_full)\n")],
@@ -186,4 +228,13 @@ MUTANTS = [
              CAUSAL_RANGES.replace("tl.minimum(start_m + BLOCK_M, N_CTX)", "N_CTX", 1) + FWD_RANGES_END)],
            {"speed"}, "correct, but the causal forward visits every key block (masked): no faster than the full one",
            gpu_only=True, passes={"forward_causal"}),
+]
+
+# The memory check's (issue 24): reads whose values are thrown away, which no comparison can see.
+MUTANTS += [
+    Mutant("lse_rows_read_unmasked",
+           [("lse = tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)",
+             "lse = tl.where(offs_m < N_CTX, tl.load(LSE + off_hz.to(tl.int64) * N_CTX + offs_m), 0.0)")],
+           {"memory_safety"}, "the dq kernel loads the lse of a whole Q block, the rows past N included, and zeroes "
+           "them with tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it"),
 ]

@@ -15,7 +15,7 @@ MUTANTS = [
            {"split_kv", "empty_splits"},
            "the combine weighs split s by e^(lse - max) while the kernel's lse are base 2: right for one split, wrong "
            "for several; the messages must blame the merge (TODO 1), not the partials (TODO 6) or the page table "
-           "(TODO 8)", passes={"decode_one_split", "paged", "gqa"}, not_blamed={6, 8}),
+           "(TODO 8)", passes={"decode_one_split", "gqa"}, not_blamed={6, 8}),
     Mutant("lse_in_natural_log",
            [("m_i + tl.math.log2(l_safe))", "m_i + tl.log(l_safe))")],
            {"split_kv"},
@@ -123,10 +123,65 @@ MUTANTS = [
            {"anti_cheat"},
            "merges the partials with PyTorch: right numbers, but combine_kernel is never launched",
            passes={"split_kv"}),
+    Mutant("grid_third_axis_dropped",
+           [("grid = (B * HKV, num_splits, cdiv(GROUP * MQ, BLOCK_H))", "grid = (B * HKV, num_splits, 1)")],
+           {"gqa"},
+           "one Q tile per KV head: with more than 64 query rows per KV head (GROUP·Mq: 80 heads × 1 token in gqa, "
+           "22 × 3 in causal) the rows past the first BLOCK_H = 64 are never written (issue 24: it scored 20/20)",
+           passes={"decode_one_split"}),
+    Mutant("partials_without_running_max",
+           [("            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)",
+             "            m_new = tl.zeros_like(tl.max(qk, 1))")],
+           {"split_kv"},
+           "the online softmax subtracts no running max (m_i stays 0, lse = log2(l_i)): exact for small scores, but "
+           "2^216 overflows to inf at scores of 150", passes={"decode_one_split"},
+           on_gpu={"passes": set()}),  # the GPU's caches of 777+ keys overflow l_i without a max (decode_one_split)
+    Mutant("combine_without_max",
+           [("    w = tl.math.exp2(lse - lse_max)", "    w = tl.math.exp2(lse)")],
+           {"split_kv"},
+           "the merge weighs split s by 2^lse without subtracting the largest lse: the same after normalising, "
+           "until an lse passes 128 and 2^lse is inf", passes={"decode_one_split"}),
+    Mutant("combine_max_added",
+           [("    w = tl.math.exp2(lse - lse_max)", "    w = tl.math.exp2(lse + lse_max)")],
+           {"split_kv"},
+           "the merge's max with its sign flipped: 2^(lse + lse_max), a common factor that normalising cancels "
+           "until it overflows", passes={"decode_one_split"}),
+    Mutant("combine_smallest_lse",
+           [("    lse_max = tl.max(lse, 0)", "    lse_max = -tl.max(tl.where(s_mask, -lse, float(\"-inf\")), 0)")],
+           {"split_kv"},
+           "the merge subtracts the smallest lse: fine while the splits' lse differ by less than 128, inf when one "
+           "split's scores are 120 above another's", passes={"decode_one_split"}),
+    Mutant("combine_without_guard",
+           [("    lse_max = tl.where(lse_max == float(\"-inf\"), 0.0, lse_max)   # no split saw a key: every weight is 0\n",
+             "")],
+           {"empty_splits"},
+           "the merge without its guard for a row that no split saw: a sequence of length 0 gives "
+           "2^(-inf - (-inf)) = NaN instead of 0", passes={"split_kv"}),
+    Mutant("page_offsets_32bit",
+           [("    offsets = page.to(tl.int64) * stride_kb + (keys % PAGE_SIZE) * stride_kn",
+             "    offsets = page * stride_kb + (keys % PAGE_SIZE) * stride_kn")],
+           {"page_offsets_64bit"},
+           "page number × page stride in int32: right in every pool a check can allocate, wraps past 2^31 elements "
+           "(issue 24: it scored 20/20); the compiled kernel's TTIR shows an i32 arith.muli",
+           passes={"paged"}),
+    Mutant("page_offsets_converted_after_product",
+           [("    offsets = page.to(tl.int64) * stride_kb + (keys % PAGE_SIZE) * stride_kn",
+             "    offsets = (page * stride_kb).to(tl.int64) + (keys % PAGE_SIZE) * stride_kn")],
+           {"page_offsets_64bit"},
+           "converts the product to int64 after it has wrapped in int32", passes={"paged"}),
     Mutant("num_splits_forced_to_one",
            [("        num_splits = choose_num_splits(B, HKV, capacity, sm_count(q.device), BLOCK_N)",
              "        num_splits = 1")],
            {"speed"},
            "num_splits=None always runs one split: right numbers, but B = 1 leaves most SMs idle",
            gpu_only=True, passes={"split_kv"}),
+]
+
+# The memory check's (issue 24): reads whose values are thrown away, which no comparison can see.
+MUTANTS += [
+    Mutant("page_table_read_unmasked",
+           [("page = tl.load(Block_table + b * stride_btb + keys // PAGE_SIZE, mask=key_mask, other=0)",
+             "page = tl.where(key_mask, tl.load(Block_table + b * stride_btb + keys // PAGE_SIZE), 0)")],
+           {"memory_safety"}, "reads the page table for every key of the tile, past the sequence's last page too, "
+           "and sends those keys to page 0 with tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it", passes={"paged"}),
 ]
