@@ -10,12 +10,15 @@
 #                     plots (decode.txt and the files it writes)
 #   waves             lesson 06's GB/s against num_splits around one wave of programs (waves.txt)
 #   mutation          the interpreter's surviving mutants graded in gpu mode (mutation_gpu.txt)
+#   select            the tests of FILES (default tests/test_lessons.py) that match the pytest expression SELECT, in gpu
+#                     mode, side by side (select.txt, select.xml): the new checks and mutants of a change
 #   mutants:NAME      the one-token mutants of LESSONS graded in interpreter mode on this machine's many cores, JOBS at
 #                     once (make mutation-score's work, faster): verdicts_NAME.json, which `tests/mutation.py
 #                     --reuse-verdicts` turns into tests/reports/mutation_interpreter.txt (mutants_NAME.log)
 #   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
 #                     a sample class (as before)
-# A machine like the H200 image has torch and triton but neither jupyter nor nbgrader nor a package index: bring the
+# The H200 image has numpy 2.5, which breaks Triton 3.6's interpreter (the memory check and interpreter mode run there):
+# carry numpy 2.3.5 in .whl too. A machine like the H200 image has torch and triton but neither jupyter nor nbgrader nor a package index: bring the
 # wheels of ../shared/gpu-wheels.txt in .whl/ and bubblewrap in .tools/bin/bwrap (COURSE_SPEC §8); both are carried.
 # Stages that time things run one at a time, so that each has the GPU to itself.
 set -uo pipefail
@@ -53,6 +56,9 @@ for stage in "$@"; do
     mutation)   timeout ${MUTATION_TIMEOUT:-400} python3 tests/mutation.py --mode gpu --jobs ${JOBS:-8} \
                   --only-ids tests/reports/mutation_interpreter_survivors.txt --out "$OUT/mutation_gpu.txt" \
                   --survivors-out "$OUT/mutation_gpu_survivors.txt" > "$OUT/mutation.log" 2>&1; tail -15 "$OUT/mutation.log" ;;
+    select)     timeout ${SELECT_TIMEOUT:-400} python3 -m pytest -q -n ${GPU_TEST_JOBS:-8} --mode gpu -m "not cpu_only and not timing" -p no:cacheprovider \
+                  ${FILES:-tests/test_lessons.py} -k "${SELECT:?a pytest -k expression}" --junitxml "$OUT/select.xml" \
+                  > "$OUT/select.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/select.txt" ;;
     mutants)    OMP_NUM_THREADS=1 timeout ${MUTANTS_TIMEOUT:-540} python3 tests/mutation.py --mode interpreter \
                   --jobs ${JOBS:-15} --trust-reference --lessons ${LESSONS:?name the lessons} \
                   --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
