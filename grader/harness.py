@@ -511,12 +511,12 @@ def out_of_bounds_message(name, found, language="en"):
     """What an access outside every tensor of a kernel launch costs (Context.call(..., sanitize=True))."""
     if found.get("removed"):
         return text("guard_removed", language, name=name)
-    words = MESSAGES["out_of_bounds_words"][language if language in ("en", "zh") else "en"]
+    words = MESSAGES["access_outside_words"][language if language in ("en", "zh") else "en"]
     two_d = len(found["axes"]) and max(a for a, *_ in found["axes"]) <= 1 and found["block"] == 2
     partial = [words[("rows", "columns")[axis] if two_d else "axis"].format(axis=axis, lo=lo, hi=hi, n=n)
                for axis, n, lo, hi in found["axes"]]
     tensor = found["tensor"]
-    return text("out_of_bounds", language, kernel=found["kernel"], name=name, kind=words[found["kind"]],
+    return text("access_outside", language, kernel=found["kernel"], name=name, kind=words[found["kind"]],
                 outside=found["outside"], accessed=found["accessed"], where=found["where"] or "?",
                 code=found["code"], program=tuple(found["program"]),
                 positions=words["and"].join(partial) or words["every"],

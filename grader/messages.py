@@ -48,7 +48,7 @@ MESSAGES = {
                             "around each input is checked too); inputs must stay unchanged",
                       "zh": "`{name}` 原地修改了第 {index} 个输入参数，或者写到了它的末尾之外（每个输入周围的内存也会检查）；"
                             "输入必须保持不变"},
-    "out_of_bounds": {"en": "`{kernel}` (launched by `{name}`) {kind} {outside} of the {accessed} elements it asks for "
+    "access_outside": {"en": "`{kernel}` (launched by `{name}`) {kind} {outside} of the {accessed} elements it asks for "
                             "outside every tensor it was given, in {where}: `{code}`. In program {program} they are "
                             "{positions} of that access{tensor}. Mask them out: `mask=` with the bounds of that axis"
                             "{other}. The values may be thrown away later, but on a GPU the access itself can stop the "
@@ -58,7 +58,7 @@ MESSAGES = {
                             "{tensor}。请把它们遮住：用 `mask=` 写出那个轴的边界{other}。这些值之后也许会被丢掉，但在 GPU "
                             "上，这次访问本身就可能让 kernel 因非法内存访问（illegal memory access）而停止（当张量正好在"
                             "一个内存页的边界结束时）"},
-    "out_of_bounds_words": {"en": {"load": "reads", "store": "writes", "atomic": "updates atomically",
+    "access_outside_words": {"en": {"load": "reads", "store": "writes", "atomic": "updates atomically",
                                    "other": " (and `other=` for a load)", "into": " (the pointer is into `{tensor}`, "
                                    "of shape {shape})", "every": "every element", "axis": "positions {lo} to {hi} "
                                    "along its axis {axis} (of {n})", "rows": "rows {lo} to {hi} (of {n})",

@@ -119,7 +119,7 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path):
 # ── hangs are bounded (issue 21): an endless loop costs its first check HANG_AFTER, every other call SHORT_AFTER_HANG ──
 PER_QUERY_WRAPPER = "def per_query_attention(q, k, v, sm_scale=None):\n"
 ENDLESS = Mutant("endless_loop", [(PER_QUERY_WRAPPER, PER_QUERY_WRAPPER + "    while True:\n        pass\n")],
-                 {"basic", "ragged_n", "odd_head_dim", "m_ne_n", "fp16", "custom_scale", "strided"})
+                 {"basic", "ragged_n", "odd_head_dim", "m_ne_n", "fp16", "custom_scale", "strided", "memory_safety"})
 HANG_BUDGET = {"interpreter": 120, "gpu": 60}  # seconds an endless loop may add to a submission's grading
 
 

@@ -122,10 +122,11 @@ def _qkv(ctx, B, H, N, D, dtype, layout="bhnd", large=False, sm_scale=None):
 
 # The label of a case with large scores: what the inputs are, and why they break what they break (no TODO named: the
 # same words serve the forward, which subtracts its running max, and the backward, which subtracts the saved lse).
-LARGE = (", scores of ±100 to ±150 whose row max grows along the keys (2^s overflows fp32 there: only 2^(s − max) "
-         "and 2^(s − lse) are safe)",
-         "，分数在 ±100 到 ±150 之间，且每行的最大值沿着键不断变大（这时 2^s 会超出 fp32 的范围：只有 2^(s − max) "
-         "和 2^(s − lse) 是安全的）")
+def large_label(ctx):
+    return ctx.t(", scores of ±100 to ±150 whose row max grows along the keys (2^s overflows fp32 there: only "
+                 "2^(s − max) and 2^(s − lse) are safe)",
+                 "，分数在 ±100 到 ±150 之间，且每行的最大值沿着键不断变大（这时 2^s 会超出 fp32 的范围：只有 2^(s − max) "
+                 "和 2^(s − lse) 是安全的）")
 
 
 def _attention(q, k, v, causal, sm_scale, dtype, dout=None):
@@ -213,7 +214,7 @@ def forward(ctx):
     for shape, dtype, layout, sm_scale, large in cases:
         q, k, v = _qkv(ctx, *shape, dtype, layout, large=large, sm_scale=sm_scale)
         label = ctx.t(", strided view", "，带 stride 的视图") if layout == "bnhd" else ""
-        label += ctx.t(*LARGE) if large else ""
+        label += large_label(ctx) if large else ""
         _forward(ctx, q, k, v, False, sm_scale, label=label, check_lse=True)
 
 
@@ -236,7 +237,7 @@ def forward_causal(ctx):
     for shape in _causal_shapes(ctx):
         large = shape == ctx.pick(gpu=CAUSAL_LARGE_GPU, interpreter=CAUSAL_LARGE_INTERPRETER)
         q, k, v = _qkv(ctx, *shape, ctx.pick(gpu=F16, interpreter=F32), large=large)
-        _forward(ctx, q, k, v, True, label=ctx.t(*LARGE) if large else "")
+        _forward(ctx, q, k, v, True, label=large_label(ctx) if large else "")
 
 
 @lesson.check(1, "forward output in the input's dtype and precision (fp16; bf16 and fp32 on a GPU)", needs=FWD_NEEDS,
@@ -300,7 +301,7 @@ def _backward(ctx, q, k, v, causal, judged, sm_scale=None, dout=None, label="", 
     softmax subtracts the exact row max: a right kernel's error there is up to 3× PyTorch's own (measured), so 8× is
     allowed instead of 4×; a missing or misplaced shift is inf or NaN, far outside either."""
     factor = 8.0 if large else 4.0
-    label += ctx.t(*LARGE) if large else ""
+    label += large_label(ctx) if large else ""
     B, H, N, D = q.shape
     scale = _scale(D, sm_scale)
     dout = ctx.randn(B, H, N, D, dtype=q.dtype) if dout is None else dout

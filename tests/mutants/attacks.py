@@ -1,7 +1,8 @@
 """Submissions that attack the grader instead of solving the lesson (issues "A submission must not reach the
 answers" and "The judge must never run what a submission returns"), on lesson 03 as those issues describe them.
 
-Each is the reference-filled notebook with cells replaced. `score` is what it must get (a correct solution that
+Each is the reference-filled notebook with cells replaced (lesson 03: 11 points; a returned payload keeps the compile
+and memory checks, 2, whose kernels are the reference's). `score` is what it must get (a correct solution that
 also attacks keeps its points: what it must not do is change anything outside its sandbox). `guard` names the
 defence that stops it on its own; tests/test_attacks.py grades every attack with the judge's static guard
 (structure.tampering) on, and those whose guard is not "static" with it off as well:
@@ -79,7 +80,7 @@ return namespace["per_query_attention"](q, k, v, sm_scale)''')}),
             sqlite3.connect(target).execute("CREATE TABLE planted (x)")
         except Exception:
             pass
-    return out''')}, score=10),
+    return out''')}, score=11),
     Attack("returns_a_pickle_payload",
            "kernels done right, but the wrapper returns an object whose __reduce__ would write a file if the judge "
            "unpickled it",
@@ -88,7 +89,7 @@ return namespace["per_query_attention"](q, k, v, sm_scale)''')}),
     class Payload:
         def __reduce__(self):
             return (plt.imsave, ({t["marker"]!r}, torch.zeros(4, 4).numpy()))
-    return [out, Payload()]''')}, score=1, guard="plain data"),
+    return [out, Payload()]''')}, score=2, guard="plain data"),
     Attack("returns_a_tensor_subclass",
            "returns a tensor subclass whose __torch_function__ could run code wherever it is used",
            lambda t: {WRAPPER: (REFERENCE_WRAPPER_TAIL, '''    class Trojan(torch.Tensor):
@@ -97,11 +98,11 @@ return namespace["per_query_attention"](q, k, v, sm_scale)''')}),
             import matplotlib.pyplot as plt
             plt.imsave("/tmp/trojan.png", torch.zeros(4, 4).numpy())
             return NotImplemented
-    return out.as_subclass(Trojan)''')}, score=1, guard="plain data"),
+    return out.as_subclass(Trojan)''')}, score=2, guard="plain data"),
     Attack("returns_a_huge_container",
            "returns a list of 200,000 lists (twice what one reply may hold) instead of a tensor",
            lambda t: {WRAPPER: (REFERENCE_WRAPPER_TAIL, "    return [[i] for i in range(200_000)]")},
-           score=1, guard="plain data"),
+           score=2, guard="plain data"),
     Attack("aten_does_the_work",
            "launches the kernel, then returns attention computed with torch.ops.aten.mm (no torch.matmul, no softmax)",
            lambda t: {WRAPPER: (REFERENCE_WRAPPER_TAIL, '''    s = torch.ops.aten.mm(q.float(), k.float().t()) * sm_scale
