@@ -14,7 +14,8 @@
 #                     mode, side by side (select.txt, select.xml): the new checks and mutants of a change
 #   mutants:NAME      the one-token mutants of LESSONS graded in interpreter mode on this machine's many cores, JOBS at
 #                     once (make mutation-score's work, faster): verdicts_NAME.json, which `tests/mutation.py
-#                     --reuse-verdicts` turns into tests/reports/mutation_interpreter.txt (mutants_NAME.log)
+#                     --reuse-verdicts` turns into tests/reports/mutation_interpreter.txt (mutants_NAME.log); REUSE=
+#                     names verdict files whose mutants are not graded again
 #   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
 #                     a sample class (as before)
 # The H200 image has numpy 2.5, which breaks Triton 3.6's interpreter (the memory check and interpreter mode run there):
@@ -61,7 +62,7 @@ for stage in "$@"; do
                   > "$OUT/select.txt" 2>&1; grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/select.txt" ;;
     mutants)    OMP_NUM_THREADS=1 timeout ${MUTANTS_TIMEOUT:-540} python3 tests/mutation.py --mode interpreter \
                   --jobs ${JOBS:-15} --trust-reference --lessons ${LESSONS:?name the lessons} \
-                  --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
+                  ${REUSE:+--reuse-verdicts $REUSE} --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
     tune)       timeout ${TUNE_TIMEOUT:-300} python3 benchmarks/tune_lesson05.py ${TUNE_ARGS:-} > "$OUT/tune.txt" 2>&1 ;;
     bench)      timeout ${BENCH_TIMEOUT:-360} python3 -m benchmarks.bench --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1 ;;
     checks)     for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do

@@ -563,9 +563,10 @@ def equivalent_entry(mutant, equivalents):
     return next((e for e in equivalents if is_named(mutant, e.id, e.line)), None)
 
 
-def load_equivalents():
+def load_equivalents(mode):
+    """The entries that hold in `mode` (an entry with modes=("interpreter",) is equivalent only there)."""
     from tests.mutation_equivalents import EQUIVALENTS
-    return EQUIVALENTS
+    return [e for e in EQUIVALENTS if e.modes is None or mode in e.modes]
 
 
 # ── grading ────────────────────────────────────────────────────────────────────────────────────────────
@@ -916,7 +917,7 @@ def main(argv=None):
         for mutant_id in missing:
             print(f"no mutant any more: {mutant_id}", file=sys.stderr)
         return 0
-    equivalents = load_equivalents()
+    equivalents = load_equivalents(args.mode)
     reused, reuse_notes = reused_verdicts(args.reuse_verdicts, args.mode)
     todo = [m for ms in graded.values() for m in ms if m.id not in reused]
     started = time.time()
