@@ -236,28 +236,35 @@ def attention_divisible(ctx):
             "重新缩放 l_i 和 acc（TODO 7）")) from None
 
 
-@lesson.check(2, "tiled_attention for any M, N (partial last blocks, M != N, N=1), d = 40 or 100, fp16/bf16/fp32",
-              needs=NEEDS,
-              zh="任意 M、N 的 tiled_attention（最后一块不满、M != N、N=1），d = 40 或 100，fp16/bf16/fp32")
+@lesson.check(2, "tiled_attention for any M, N (partial last blocks, M != N, N=1, no keys at all), d = 40 or 100, "
+                 "fp16/bf16/fp32", needs=NEEDS,
+              zh="任意 M、N 的 tiled_attention（最后一块不满、M != N、N=1、一个键都没有），d = 40 或 100，fp16/bf16/fp32")
 def attention_ragged(ctx):
     cases = ctx.pick(
         gpu=[((2, 3), 1000, 1000, 64, None, None, torch.float16), ((2,), 333, 777, 40, 64, 32, torch.float32),
              ((4,), 777, 129, 100, 128, 64, torch.float16), ((), 1, 300, 64, 64, 64, torch.float32),
-             ((3,), 300, 1, 40, 64, 64, torch.float32), ((2, 2), 200, 301, 80, 32, 64, torch.bfloat16)],
+             ((3,), 300, 1, 40, 64, 64, torch.float32), ((2, 2), 200, 301, 80, 32, 64, torch.bfloat16),
+             ((2,), 70, 0, 40, 32, 16, torch.float32)],
         interpreter=[((2,), 100, 100, 40, 32, 16, torch.float32), ((), 70, 150, 100, 64, 64, torch.float16),
                      ((2, 2), 130, 45, 40, 16, 32, torch.float32), ((), 1, 90, 64, None, None, torch.float32),
-                     ((3,), 50, 1, 24, 64, 64, torch.float16), ((), 37, 70, 40, 16, 16, torch.bfloat16)])
+                     ((3,), 50, 1, 24, 64, 64, torch.float16), ((), 37, 70, 40, 16, 16, torch.bfloat16),
+                     ((2,), 70, 0, 40, 32, 16, torch.float32)])
+    # The last case has no keys at all (N = 0): the loop over K/V blocks never runs, every row ends with l = 0 and
+    # must give output 0, not 0/0 (section "Causal attention"), whatever m, l and acc started from
     for batch, M, N, d, bm, bn, dtype in cases:
         expect_attention(ctx, *qkv(ctx, batch, M, N, d, dtype=dtype, scale=1.5), bm, bn)
 
 
-@lesson.check(1, "tiled_attention returns lse = natural-log log-sum-exp of each row's scaled scores (float32)",
-              needs=NEEDS,
-              zh="tiled_attention 返回的 lse：每行缩放后分数的自然对数 log-sum-exp（float32）")
+@lesson.check(1, "tiled_attention returns lse = natural-log log-sum-exp of each row's scaled scores (float32; -inf "
+                 "for a row that sees no key)", needs=NEEDS,
+              zh="tiled_attention 返回的 lse：每行缩放后分数的自然对数 log-sum-exp（float32；一个键都看不到的行为 -inf）")
 def attention_lse(ctx):
+    # The last case has no keys (N = 0): log of an empty sum, -inf in every row
     for batch, M, N, d, bm, bn in ctx.pick(
-            gpu=[((2, 2), 1024, 768, 64, 64, 64), ((3,), 256, 256, 40, 64, 32), ((), 64, 128, 100, 64, 64)],
-            interpreter=[((2,), 128, 64, 40, 32, 16), ((), 96, 96, 64, 32, 32), ((), 64, 128, 100, 64, 64)]):
+            gpu=[((2, 2), 1024, 768, 64, 64, 64), ((3,), 256, 256, 40, 64, 32), ((), 64, 128, 100, 64, 64),
+                 ((2,), 70, 0, 40, 32, 16)],
+            interpreter=[((2,), 128, 64, 40, 32, 16), ((), 96, 96, 64, 32, 32), ((), 64, 128, 100, 64, 64),
+                         ((2,), 70, 0, 40, 32, 16)]):
         expect_attention(ctx, *qkv(ctx, batch, M, N, d, scale=1.5), bm, bn, check_out=False, check_lse=True)
 
 

@@ -529,14 +529,28 @@ def paged(ctx):
                              "头步长不是页步长）"))
 
 
-@lesson.check(1, "head dims 64, 128 and ones that are not a power of two (padded to BLOCK_D and masked)", needs=NEEDS,
-              kernels=DECODE_KERNEL, zh="头维度 64、128 以及不是 2 的幂的头维度（补齐到 BLOCK_D 并加掩码）")
+@lesson.check(1, "head dims 64, 128 and ones that are not a power of two (padded to BLOCK_D and masked); q's own "
+                 "head-dim stride", needs=NEEDS, kernels=DECODE_KERNEL,
+              zh="头维度 64、128 以及不是 2 的幂的头维度（补齐到 BLOCK_D 并加掩码）；q 自己的头维度步长")
 def head_dims(ctx):
     for d, n, dtype in ctx.pick(gpu=[(64, 1000, F16), (128, 1000, F16), (80, 777, F16), (96, 513, F16)],
                                 interpreter=[(64, 40, F32), (40, 50, F16), (24, 33, F32)]):
         expect_decode(ctx, *decode_inputs(ctx, 2, 2, 2, 1, [n] * 2, d, dtype),
                       hint=ctx.t("every load and store of the head dim needs d_mask",
                                  "头维度上的每次加载和写入都需要 d_mask"))
+    # q as every other column of a wider tensor (head-dim stride 2, NaN in the columns between), the cache
+    # contiguous (stride 1): a q load that takes K's or V's head-dim stride for stride_qd reads NaN (issue 24)
+    d, n = ctx.pick(gpu=(128, 1000), interpreter=(24, 33))
+    q, k, v, seqlens = decode_inputs(ctx, 2, 4, 2, 1, [n] * 2, d)
+    wide = torch.full((*q.shape[:3], 2 * d), float("nan"), dtype=q.dtype)
+    wide[..., ::2] = q
+    expect_decode(ctx, wide[..., ::2], k, v, seqlens, depends=[basic_case(ctx)],
+                  hint=ctx.t("q here is a view whose head-dim elements are 2 apart (q.stride() = "
+                             f"{wide[..., ::2].stride()}), the cache's are 1 apart: TODO 2's q pointers step through "
+                             "the head dim by q's own stride, stride_qd",
+                             "这里的 q 是一个视图，头维度上相邻元素相隔 2（q.stride() = "
+                             f"{wide[..., ::2].stride()}），缓存的相隔 1：TODO 2 里 q 的指针沿头维度要按 q 自己的步长 "
+                             "stride_qd 前进"))
 
 
 @lesson.check(1, "fp32 and fp16 inputs; the output has q's dtype (TF32 error allowed on a GPU)", needs=NEEDS,

@@ -183,4 +183,12 @@ MUTANTS = [
            {"backward_dv", "backward_dk", "backward_dq"},
            "autograd through the learner's tiled forward: right, no M×N tensor, skips tiles; only the autograd rule "
            "catches it"),
+    Mutant("rows_without_keys_nan",
+           [("torch.where(seen[..., None], acc / l_i[..., None], 0.0)", "(acc / l_i[..., None])")],
+           {"attention_ragged"}, "a row that sees no key (N = 0) gets 0/0 = NaN instead of 0 (TODO 8)",
+           passes={"attention_divisible", "attention_lse"}),
+    Mutant("rows_without_keys_lse_zero",
+           [("torch.where(seen, m_i + torch.log(l_i), -math.inf)", "torch.where(seen, m_i + torch.log(l_i), 0.0)")],
+           {"attention_lse"}, "a row that sees no key (N = 0) gets lse 0, the log of 1, instead of -inf, the log of "
+           "an empty sum (TODO 8)", passes={"attention_divisible", "attention_ragged"}),
 ]

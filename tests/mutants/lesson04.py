@@ -193,4 +193,10 @@ MUTANTS += [
              "k = tl.where(kv_mask, tl.load(k_ptrs + start_n * stride_kn), 0.0)")],
            {"memory_safety"}, "loads whole K blocks and zeroes the keys past N_CTX_K and the lanes past d with "
            "tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it", passes={"forward_ragged"}),
+    Mutant("kv_mask_without_d_mask",
+           [("kv_mask = ((start_n + offs_n)[:, None] < N_CTX_K) & d_mask[None, :]",
+             "kv_mask = (start_n + offs_n)[:, None] < N_CTX_K")],
+           {"memory_safety"}, "the masked stage's K/V mask keeps the key rows but drops the head-dim lanes: with d "
+           "not a power of two the last key's padding lanes are read past the end of K and V; q's zero padding and "
+           "the masked store discard them, so only memory_safety sees it", passes={"forward_ragged"}),
 ]

@@ -184,4 +184,8 @@ MUTANTS += [
              "page = tl.where(key_mask, tl.load(Block_table + b * stride_btb + keys // PAGE_SIZE), 0)")],
            {"memory_safety"}, "reads the page table for every key of the tile, past the sequence's last page too, "
            "and sends those keys to page 0 with tl.where: right values, but a read outside the tensor, which a GPU may answer with an illegal memory access: only memory_safety sees it", passes={"paged"}),
+    Mutant("q_head_dim_at_k_stride",
+           [("          + offs_d[None, :] * stride_qd)", "          + offs_d[None, :] * stride_kd)")],
+           {"head_dims"}, "the q tile steps through the head dim by K's stride: right while q is contiguous, wrong "
+           "(NaN) for a q view whose head-dim elements are 2 apart", passes={"decode_one_split", "gqa"}),
 ]
