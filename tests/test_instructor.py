@@ -105,8 +105,10 @@ def test_a_grader_the_grading_kernel_cannot_import_fails_the_class_loudly(tmp_pa
 CLASS = {  # student: what they hand in (before a resubmission)
     "ada": "reference", "ben": "bug", "cy": "corrupt", "dee": "endless loop", "eve": "release", "fay": "bug",
 }
-ENDLESS_LOOPS = {"03_per_query_kernel": ENDLESS,
-                 "00_setup": next(m for m in mutants.load("00_setup") if m.name == "kernel_hangs")}
+# The endless loop is handed in for lesson 03 only: it costs its time limit (about a minute on 2 cores), and lesson 00's
+# pass is there for the gradebook across lessons; in lesson 00 dee hands in a bug (00's
+# hanging kernel is the wrong submission kernel_hangs of tests/test_lessons.py)
+ENDLESS_LOOPS = {"03_per_query_kernel": ENDLESS}
 COLLECT = '''
 import sys
 from pathlib import Path
@@ -125,7 +127,8 @@ def collect(course, lesson, students):
         elif what == "release":
             nb = notebook.read(Path(course) / "release" / lesson / f"{lesson}.ipynb")
         else:
-            mutant = ENDLESS_LOOPS[lesson] if what == "endless loop" else mutants.load(lesson)[0]
+            mutant = ENDLESS_LOOPS[lesson] if what == "endless loop" and lesson in ENDLESS_LOOPS \
+                else mutants.load(lesson)[0]
             path = mutants.write(lesson, mutant, Path(course).parent / f"{student}.ipynb")
             nb = notebook.read(path)
         path = classroom.submit(course, student, lesson, nb)
@@ -189,7 +192,8 @@ def test_the_readmes_instructor_commands_grade_a_class(tmp_path):
         assert (lesson, "cy") not in scores  # not graded is no zero
         assert scores[(lesson, "dee")][0] < top
         dee = notebook.read(course / "autograded" / "dee" / lesson / f"{lesson}.ipynb")
-        assert "without returning" in " ".join(o.get("text", "") for c in dee.cells for o in c.get("outputs", []))
+        if lesson in ENDLESS_LOOPS:
+            assert "without returning" in " ".join(o.get("text", "") for c in dee.cells for o in c.get("outputs", []))
         assert all(row["mode"] for s, row in record.items() if s != "cy")
         assert "NOT GRADED: the file is not a valid notebook" in outputs[lesson]
         # fay hands in again, fixed: only her notebook is graded again

@@ -1,4 +1,5 @@
 """The nbgrader round trip with the course's own config: generate_assignment -> autograde -> gradebook."""
+import re
 from pathlib import Path
 
 from grader import classroom, notebook
@@ -55,16 +56,17 @@ def test_one_class_mixes_editions(tmp_path, mode):
     student's feedback in the language of their notebook."""
     from grader import editions
     from grader.__main__ import reference_notebook, release_path
-    for released in ("en", "zh"):
+    # each release gets the other edition's notebooks only (its own edition is what every other test grades)
+    for released, handed_in, not_done in (("en", "zh", r"中的 TODO 1 还没有完成"),
+                                         ("zh", "en", r"TODO 1 in `\w+` is not done")):
         course = classroom.new_course(tmp_path / released, ["00_setup"], language=released)
-        classroom.submit(course, "ada", "00_setup", reference_notebook("00_setup", "zh"))
-        classroom.submit(course, "bo", "00_setup", notebook.read(release_path("00_setup", "zh")))
-        classroom.submit(course, "cy", "00_setup", reference_notebook("00_setup", "en"))
+        classroom.submit(course, "ada", "00_setup", reference_notebook("00_setup", handed_in))
+        classroom.submit(course, "bo", "00_setup", notebook.read(release_path("00_setup", handed_in)))
         classroom.autograde(course, "00_setup")
         scores = classroom.scores(course)
-        assert scores[("00_setup", "ada")][:2] == (7, 7) and scores[("00_setup", "cy")][:2] == (7, 7), scores
+        assert scores[("00_setup", "ada")][:2] == (7, 7), scores
         assert scores[("00_setup", "bo")][:2] == (0, 7), scores
         graded = notebook.read(Path(course) / "autograded" / "bo" / "00_setup" / "00_setup.ipynb")
         text = " ".join("".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", [])).split())
-        assert "中的 TODO 1 还没有完成" in text, text[:500]
-        assert editions.language_of(graded) == "zh"
+        assert re.search(not_done, text), text[:500]
+        assert editions.language_of(graded) == handed_in
