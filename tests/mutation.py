@@ -964,8 +964,9 @@ def main(argv=None):
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    if args.save_verdicts:
-        save_verdicts(args.save_verdicts, verdicts, [m for ms in graded.values() for m in ms], args.mode)
+    if args.save_verdicts:  # what this run graded, not what it reused: each file says truly where it was graded
+        save_verdicts(args.save_verdicts, {k: v for k, v in verdicts.items() if k not in reused},
+                      [m for ms in graded.values() for m in ms], args.mode)
     if args.survivors_out:
         found = [f"{m.id}\t{' '.join(m.before.split())}\n"
                  for s in scores.values() for m, _ in s.survived + s.equivalent]
