@@ -1,19 +1,26 @@
-"""Where the time of grading goes (issue "Grading a class fast"): each stage measured on this machine.
+"""Where the time of grading goes (issue 25, "Grading a class fast"): each stage measured on this machine.
 
-    .venv/bin/python benchmarks/grading_stages.py [--mode interpreter|gpu] [--repeat 3] --out FILE
+    python benchmarks/grading_stages.py [--mode interpreter|gpu] [--repeat 3] [--lessons ID ...] [--skip ROW ...] --out FILE
 
-Stages, each the median of --repeat runs:
-  python + torch        a new Python importing torch (what every process that grades pays: judge, worker)
-  judge import          python -c "import grader.harness" (torch, Triton, the grader)
-  sandbox               bubblewrap around a Python that does nothing
-  worker, new process   a sandboxed worker ready to load a submission (python, torch, Triton imported)
-  worker, forked        the same, forked from a zygote that imported them once (the CPU modes' default)
-  load                  executing a reference solution's program in a ready worker
-  lesson, new process   grading a lesson's reference with a new process per check (FA_ZYGOTE=0)
-  lesson, forked        the same with forked workers
-  nbgrader              `nbgrader autograde` of one reference submission, less `grader check` of the same notebook
+Rows, each the median of --repeat runs where it is cheap:
+  python + torch          a new Python importing torch (what every process that grades pays: judge, worker)
+  + CUDA                  the same, then a CUDA context (gpu)
+  kernel, empty cache     a new Python launching a small Triton kernel with an empty Triton cache: Triton's driver
+                          helpers and the launcher built by the C compiler, the kernel compiled (gpu)
+  kernel, warm cache      the same with the cache the first run left (gpu)
+  judge import            python -c "import grader.harness" (torch, Triton, the grader)
+  sandbox                 bubblewrap around a Python that does nothing
+  worker, new process     a sandboxed worker ready to load a submission (python, torch, Triton imported)
+  worker, forked          the same, forked from a zygote that imported them once
+  load                    executing a reference solution's program in a ready worker
+  lesson LESSON           grading the lesson's reference solution (python -m grader check's work), with the sums of
+                          its checks' time (FA_PROFILE): worker starts, loads, Triton compiles, the learner's and the
+                          reference's calls, and the judge's own work (inputs, references, comparisons)
+  nbgrader                `nbgrader autograde` of one reference submission, beside `grader check` of the same notebook
 """
 import argparse
+import collections
+import json
 import os
 import statistics
 import subprocess
@@ -25,9 +32,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import classroom, harness, notebook, sandbox  # noqa: E402
+from grader import harness, notebook, sandbox  # noqa: E402
 from grader.__main__ import reference_notebook  # noqa: E402
 from tests.conftest import LESSONS  # noqa: E402
+
+SMALL_KERNEL = """
+import sys, time, torch, triton, triton.language as tl
+@triton.jit
+def add_one(X, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(X + offs, tl.load(X + offs, mask=offs < N) + 1, mask=offs < N)
+x = torch.zeros(1000, device="cuda")
+add_one[(8,)](x, 1000, BLOCK=128)
+torch.cuda.synchronize()
+"""
 
 
 def median_seconds(fn, repeat):
@@ -43,78 +61,128 @@ def run(argv, env=None):
     subprocess.run(argv, check=True, capture_output=True, env=env, cwd=ROOT)
 
 
+def profile_sums(path, lesson):
+    """{stage: check-seconds} of one lesson's grading from FA_PROFILE's lines (harness.Timings)."""
+    sums = collections.Counter()
+    if not Path(path).exists():
+        return sums
+    for line in Path(path).read_text().splitlines():
+        entry = json.loads(line)
+        if entry["lesson"] != lesson:
+            continue
+        seconds, compiling = entry["seconds"], entry["compiling"]
+        if entry["what"] == "check":
+            sums["checks"] += seconds
+        elif entry["what"] == "start":
+            sums[f"{entry['side']} start"] += seconds
+        else:
+            sums["compile"] += compiling
+            sums[f"{entry['side']} {entry['what']}"] += seconds - compiling
+    worker = sum(v for k, v in sums.items() if k != "checks")
+    sums["judge"] = sums["checks"] - worker  # inputs, references, comparisons, waiting for a slot
+    return sums
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", default="interpreter")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--lessons", nargs="*", default=LESSONS)
+    parser.add_argument("--skip", nargs="*", default=[], help="rows to leave out: basics, lessons, nbgrader")
     parser.add_argument("--out")
+    parser.add_argument("--profile", help="keep FA_PROFILE's lines (every worker start, request and check) here")
+    parser.add_argument("--title", default="", help="a line on what was measured (the commit, before/after)")
     args = parser.parse_args()
     rows = []
+    head = [f"# benchmarks/grading_stages.py --mode {args.mode} {args.title}".rstrip()]
 
     def row(stage, seconds, note=""):
-        rows.append(f"{stage:<34} {seconds:8.2f} s  {note}")
+        rows.append(f"{stage:<40} {seconds:8.2f} s  {note}".rstrip())
         print(rows[-1], flush=True)
+        if args.out:  # written as it goes: a run stopped by a time limit keeps its rows
+            Path(args.out).write_text("\n".join(head + rows) + "\n")
 
     python = sys.executable
-    row("python + torch", median_seconds(lambda: run([python, "-c", "import torch"]), args.repeat))
-    row("judge import", median_seconds(lambda: run([python, "-c", "import grader.harness"]), args.repeat))
     contained, why = sandbox.status(args.mode)
     work = Path(tempfile.mkdtemp(prefix="stages-"))
-    if contained:
-        sandbox.prepare(work / "empty", "")
-        argv = sandbox.command([python, "-c", "pass"], work / "empty", sandbox.environment(args.mode, "/tmp"),
-                               gpu=args.mode == "gpu")
-        row("sandbox (bwrap + python)", median_seconds(lambda: run(argv), args.repeat))
-    else:
-        row("sandbox", 0.0, f"not contained: {why}")
+    if "basics" not in args.skip:
+        row("python + torch", median_seconds(lambda: run([python, "-c", "import torch"]), args.repeat))
+        if args.mode == "gpu":
+            row("python + torch + CUDA", median_seconds(lambda: run(
+                [python, "-c", "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"]), args.repeat))
+            cache = work / "triton-cache"
+            env = dict(os.environ, TRITON_CACHE_DIR=str(cache), TRITON_HOME=str(work / "triton-home"))
+            started = time.perf_counter()
+            run([python, "-c", SMALL_KERNEL], env)
+            row("kernel, empty Triton cache", time.perf_counter() - started,
+                "new python: torch, CUDA, Triton's driver helpers and launcher (C compiler), the kernel compiled")
+            row("kernel, warm Triton cache", median_seconds(lambda: run([python, "-c", SMALL_KERNEL], env),
+                                                            args.repeat), "the same with the cache it left")
+        row("judge import", median_seconds(lambda: run([python, "-c", "import grader.harness"]), args.repeat))
+        if contained:
+            sandbox.prepare(work / "empty", "")
+            argv = sandbox.command([python, "-c", "pass"], work / "empty", sandbox.environment(args.mode, "/tmp"),
+                                   gpu=args.mode == "gpu")
+            row("sandbox (bwrap + python)", median_seconds(lambda: run(argv), args.repeat))
+        else:
+            row("sandbox", 0.0, f"not contained: {why}")
 
-    lesson = "03_per_query_kernel" if "03_per_query_kernel" in args.lessons else args.lessons[0]
-    program = notebook.reference_program(notebook.read(harness.source_path(lesson)))
+        lesson = "03_per_query_kernel" if "03_per_query_kernel" in args.lessons else args.lessons[0]
+        program = notebook.reference_program(notebook.read(harness.source_path(lesson)))
 
-    def worker(zygote=None):
-        w = harness.Worker(args.mode, program, work / "w", work / "logs", zygote=zygote)
-        return w
+        def worker(zygote=None):
+            return harness.Worker(args.mode, program, work / "w", work / "logs", zygote=zygote)
 
-    def new_worker():
-        worker().close()
-    row("worker, new process", median_seconds(new_worker, args.repeat), "sandbox + python + torch + Triton")
-    if args.mode != "gpu":
-        zygote = harness.Zygote(args.mode, program, work / "w", work / "logs")
-        row("worker, forked", median_seconds(lambda: worker(zygote).close(), args.repeat), "from a zygote")
-        zygote.close()
-    ready = worker()
-    row(f"load ({lesson})", median_seconds(
-        lambda: ready.request("load", {"key": "student", "path": ready.program_path}, timeout=120), args.repeat))
-    ready.close()
+        row("worker, new process", median_seconds(lambda: worker().close(), args.repeat),
+            "sandbox + python + torch + Triton" + (" + CUDA" if args.mode == "gpu" else ""))
+        zygote_class = getattr(harness, "Zygote", None)
+        try:
+            zygote = zygote_class(args.mode, program, work / "w", work / "logs")
+        except Exception as error:  # a zygote for this mode does not exist in this version of the grader
+            row("worker, forked", 0.0, f"no zygote in mode {args.mode}: {error}"[:100])
+        else:
+            row("worker, forked", median_seconds(lambda: worker(zygote).close(), args.repeat), "from a zygote")
+            zygote.close()
+        ready = worker()
+        row(f"load ({lesson})", median_seconds(
+            lambda: ready.request("load", {"key": "student", "path": ready.program_path}, timeout=120), args.repeat))
+        ready.close()
 
-    for lesson in args.lessons:
-        path = work / f"{lesson}.ipynb"
-        notebook.write(reference_notebook(lesson), path)
-        for label, zygote in (("new process", "0"), ("forked", "1")):
-            if args.mode == "gpu" and zygote == "1":
-                continue
-            os.environ["FA_ZYGOTE"] = zygote
+    if "lessons" not in args.skip:
+        profile = Path(args.profile) if args.profile else work / "profile.jsonl"
+        os.environ["FA_PROFILE"] = str(profile)
+        total = 0.0
+        for lesson in args.lessons:
+            path = work / f"{lesson}.ipynb"
+            notebook.write(reference_notebook(lesson), path)
             started = time.perf_counter()
             report = harness.run_lesson(lesson, path, args.mode)
-            row(f"lesson {lesson}, {label}", time.perf_counter() - started,
-                f"{report.score:g}/{report.max_score:g}, {len(report.tests)} checks")
-        os.environ.pop("FA_ZYGOTE", None)
+            seconds = time.perf_counter() - started
+            total += seconds
+            sums = profile_sums(profile, lesson)
+            parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1])
+                              if k != "checks" and v >= 0.5)
+            row(f"lesson {lesson}", seconds, f"{report.score:g}/{report.max_score:g}, {len(report.tests)} checks; "
+                f"check-seconds {sums['checks']:.0f}: {parts}")
+        row("course (the lessons above, one after another)", total)
+        os.environ.pop("FA_PROFILE", None)
 
-    lesson = args.lessons[0]
-    course = classroom.new_course(work / "course", [lesson])
-    classroom.submit(course, "reference", lesson, reference_notebook(lesson))
-    started = time.perf_counter()
-    classroom.autograde(course, lesson)
-    nbgrader_total = time.perf_counter() - started
-    started = time.perf_counter()
-    run([python, "-m", "grader", "check", lesson, str(course / "submitted" / "reference" / lesson / f"{lesson}.ipynb"),
-         "--mode", args.mode])
-    check_total = time.perf_counter() - started
-    row(f"nbgrader autograde ({lesson})", nbgrader_total, f"grader check of the same notebook: {check_total:.1f} s")
+    if "nbgrader" not in args.skip:
+        from grader import classroom
+        lesson = args.lessons[0]
+        course = classroom.new_course(work / "course", [lesson])
+        classroom.submit(course, "reference", lesson, reference_notebook(lesson))
+        started = time.perf_counter()
+        classroom.autograde(course, lesson)
+        nbgrader_total = time.perf_counter() - started
+        started = time.perf_counter()
+        run([python, "-m", "grader", "check", lesson,
+             str(course / "submitted" / "reference" / lesson / f"{lesson}.ipynb"), "--mode", args.mode])
+        check_total = time.perf_counter() - started
+        row(f"nbgrader autograde ({lesson})", nbgrader_total, f"grader check of the same notebook: {check_total:.1f} s")
 
-    head = [f"# benchmarks/grading_stages.py --mode {args.mode}: {os.cpu_count()} CPUs, "
-            f"load average {os.getloadavg()[0]:.1f} at the end, sandbox {'on' if contained else 'off'}"]
+    head.append(f"# {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end, sandbox "
+                f"{'on' if contained else 'off: ' + str(why)}; check-seconds add up the checks that run side by side")
     if args.out:
         Path(args.out).write_text("\n".join(head + rows) + "\n")
 

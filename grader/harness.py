@@ -94,6 +94,21 @@ class Hangs:
         return Slot()
 
 
+class Timings:
+    """Where grading time goes (FA_PROFILE=FILE: one JSON line per worker start, request and check, appended):
+    benchmarks/grading_stages.py sums them per lesson and stage. Off (no file written) unless FA_PROFILE is set."""
+
+    lock = threading.Lock()
+
+    @classmethod
+    def record(cls, **fields):
+        path = os.environ.get("FA_PROFILE")
+        if not path:
+            return
+        with cls.lock, open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(fields) + "\n")
+
+
 def _log_path(logs, kind):
     Path(logs).mkdir(parents=True, exist_ok=True)
     return Path(logs) / f"{kind}-{os.getpid()}-{time.monotonic_ns()}.log"
@@ -127,7 +142,9 @@ class Worker:
     (grader/wire.py): nothing the worker sends is unpickled or executed here."""
 
     def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None, hangs=None,
-                 check_id=None):
+                 check_id=None, timing_tag=None):
+        began = time.monotonic()
+        self.timing_tag = timing_tag  # {lesson, check, side}: what Timings records this worker's time under
         self.mode, self.language = mode, language
         self.hangs, self.check_id = hangs, check_id  # hangs: the submission's Hangs (None for the reference's worker)
         self.reports_compiles = False
@@ -157,6 +174,12 @@ class Worker:
             raise WorkerGone(text("start_failed", language, error=started["error"][1][:1500]))
         facts = started.get("ok")
         self.reports_compiles = type(facts) is dict and facts.get("reports_compiles") is True
+        self._timed("start", time.monotonic() - began, 0.0, forked=isinstance(self.process, Forked))
+
+    def _timed(self, what, seconds, compiling, **extra):
+        if self.timing_tag is not None:
+            Timings.record(**self.timing_tag, mode=self.mode, what=what, seconds=round(seconds, 4),
+                           compiling=round(compiling, 4), **extra)
 
     def output_tail(self, limit=1500):
         self.log.flush()
@@ -170,9 +193,12 @@ class Worker:
         what = payload.get("name") if op in ("call", "bench") else LOAD if op == "load" else None
         if self.hangs is None or type(what) is not str:
             what = None
+        began, self.compiling = time.monotonic(), 0.0
         try:
             wire.send_message(self.conn, wire.encode(dict(payload, op=op), keep_storage=True))
             reply = self._reply(op, what, timeout)
+            if op != "start":  # the worker's start is timed whole, process and imports included (__init__)
+                self._timed(op, time.monotonic() - began, self.compiling)
         except wire.Timeout:
             self.kill()
             if what is not None:
@@ -245,6 +271,7 @@ class Worker:
                     compiling_since = time.monotonic()
                 elif reply["progress"] == "compiled" and compiling_since is not None:
                     paused += time.monotonic() - compiling_since
+                    self.compiling = paused
                     compiling_since = None
                 continue
             return reply
@@ -836,6 +863,15 @@ class Submission:
 
 
 def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None):
+    began = time.monotonic()
+    try:
+        return _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes, hangs)
+    finally:
+        Timings.record(lesson=lesson.id, check=check.id, side="judge", mode=mode, what="check",
+                       seconds=round(time.monotonic() - began, 4), compiling=0.0)
+
+
+def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None):
     language = submission.language
 
     def verdict(passed, message, runs=1, failed_runs=None):
@@ -863,7 +899,8 @@ def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress
         worker_mode = "compile" if check.compile_only else "interpreter" if check.interpreted else mode
         zygote = zygotes.get(worker_mode, program_text) if zygotes and folder == "submission" else None
         workers.append(Worker(worker_mode, program_text, work / folder, work / "logs", submission.hidden, language,
-                              zygote=zygote, hangs=hangs if folder == "submission" else None, check_id=check.id))
+                              zygote=zygote, hangs=hangs if folder == "submission" else None, check_id=check.id,
+                              timing_tag={"lesson": lesson.id, "check": check.id, "side": folder}))
         return workers[-1]
 
     def reference():
