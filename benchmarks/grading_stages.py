@@ -58,7 +58,9 @@ def median_seconds(fn, repeat):
 
 
 def run(argv, env=None):
-    subprocess.run(argv, check=True, capture_output=True, env=env, cwd=ROOT)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT)
+    if done.returncode:
+        raise SystemExit(f"{argv[:3]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
 
 
 def profile_sums(path, lesson):
@@ -112,11 +114,13 @@ def main():
                 [python, "-c", "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"]), args.repeat))
             cache = work / "triton-cache"
             env = dict(os.environ, TRITON_CACHE_DIR=str(cache), TRITON_HOME=str(work / "triton-home"))
+            script = work / "small_kernel.py"  # a file: Triton reads a kernel's source through inspect
+            script.write_text(SMALL_KERNEL)
             started = time.perf_counter()
-            run([python, "-c", SMALL_KERNEL], env)
+            run([python, str(script)], env)
             row("kernel, empty Triton cache", time.perf_counter() - started,
                 "new python: torch, CUDA, Triton's driver helpers and launcher (C compiler), the kernel compiled")
-            row("kernel, warm Triton cache", median_seconds(lambda: run([python, "-c", SMALL_KERNEL], env),
+            row("kernel, warm Triton cache", median_seconds(lambda: run([python, str(script)], env),
                                                             args.repeat), "the same with the cache it left")
         row("judge import", median_seconds(lambda: run([python, "-c", "import grader.harness"]), args.repeat))
         if contained:
