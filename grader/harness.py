@@ -1,19 +1,15 @@
-"""The judge: runs a lesson's checks against a notebook, each check in its own worker process.
+"""The judge: runs a lesson's checks against a notebook, each check in its own worker process (grader/processes.py
+starts them and talks to them; grader/worker.py is what runs inside).
 
 A lesson module (grader/lessons/*.py) declares its checks with `@lesson.check(points, title, needs)`.
 A check gets a `Context`: it makes inputs and references here, asks the worker to call the student's
 function (`ctx.call`), and judges the raw outputs here, in a process that never ran student code.
 """
+import contextlib
 import dataclasses
 import hashlib
-import json
 import os
-import select
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,6 +22,7 @@ import torch
 
 from . import editions, notebook, sandbox, structure, wire
 from .messages import MESSAGES, text
+from .processes import Hangs, Timings, Worker, WorkerGone, Zygotes
 from .notebook_checks import mismatch, nan_framed, todo_message, unfinished_todos
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,266 +35,6 @@ def source_path(lesson_id):
 
 class CheckFailed(Exception):
     """A check's verdict: what is wrong, in words a learner can act on."""
-
-
-class WorkerGone(Exception):
-    pass
-
-
-MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
-_PREPARING = threading.Lock()
-
-# How long one call of the learner's code may run before the judge takes it for an endless loop: seconds of run
-# time, Triton's compile time not counted (the reference solutions' calls take 2 s at most in the interpreter, and
-# milliseconds on a GPU once compiled). After one call hangs, every call of the same function that is still running
-# or comes later gets SHORT_AFTER_HANG, so an endless loop costs one check the full limit and the others seconds.
-HANG_AFTER = {"interpreter": 30.0, "gpu": 30.0, "structure": 30.0}
-SHORT_AFTER_HANG = 5.0
-LOAD = "load"  # what Hangs calls the execution of the notebook's top-level code (its definitions)
-
-
-class Hangs:
-    """The calls of one submission that hung, {function name (or LOAD): (check id, seconds, when)}, shared by the
-    checks of that submission, which run side by side."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.found = {}
-
-    def record(self, what, check_id, seconds):
-        with self.lock:
-            self.found.setdefault(what, (check_id, seconds, time.monotonic()))
-
-    def get(self, what):
-        with self.lock:
-            return self.found.get(what)
-
-    def affects(self, check):
-        """Whether `check` calls something that hung (then it runs at once, with SHORT_AFTER_HANG per call)."""
-        with self.lock:
-            return LOAD in self.found or any(name in self.found for name in check.needs)
-
-    def slot(self, check, slots):
-        """A context in which `check` runs: one of the `slots` (a semaphore of `jobs`), or none at all once something
-        it calls has hung: those checks are quick by then, and waiting for a slot would multiply their seconds."""
-        hangs = self
-
-        class Slot:
-            def __enter__(self):
-                self.held = False
-                while not self.held and not hangs.affects(check):
-                    self.held = slots.acquire(timeout=0.2)
-
-            def __exit__(self, *exc):
-                if self.held:
-                    slots.release()
-        return Slot()
-
-
-class Timings:
-    """Where grading time goes (FA_PROFILE=FILE: one JSON line per worker start, request and check, appended):
-    benchmarks/grading_stages.py sums them per lesson and stage. Off (no file written) unless FA_PROFILE is set."""
-
-    lock = threading.Lock()
-
-    @classmethod
-    def record(cls, **fields):
-        path = os.environ.get("FA_PROFILE")
-        if not path:
-            return
-        with cls.lock, open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(fields) + "\n")
-
-
-def _log_path(logs, kind):
-    Path(logs).mkdir(parents=True, exist_ok=True)
-    return Path(logs) / f"{kind}-{os.getpid()}-{time.monotonic_ns()}.log"
-
-
-def _prepare(mode, program_text, scratch):
-    """Lay out the scratch folder once (checks of one submission start side by side and share it); returns whether
-    the worker runs contained, and the scratch folder as the worker sees it."""
-    scratch = Path(scratch)
-    with _PREPARING:
-        if not (scratch / "submission.py").exists():
-            sandbox.prepare(scratch, program_text)
-    contained = sandbox.status(mode)[0]
-    return contained, sandbox.INSIDE if contained else scratch
-
-
-def _launch(mode, scratch, place, contained, hidden, channel, log, *flags):
-    """worker.py (with `flags`) in the sandbox of `scratch`, talking over the socket `channel`, output into `log`; in
-    its own process group, so that a hang is killed with its children."""
-    argv = [sys.executable, str(place / "worker" / "worker.py"), str(channel.fileno()), *flags]
-    env = sandbox.environment(mode, place / "home")
-    if contained:
-        argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden), {}
-    return subprocess.Popen(argv, pass_fds=[channel.fileno()], stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env=env, cwd=scratch, start_new_session=True)
-
-
-class Worker:
-    """One child process running a program (the student's, or the reference for speed comparisons) inside the
-    sandbox (grader/sandbox.py), with a time limit on every request. Requests and replies are plain data
-    (grader/wire.py): nothing the worker sends is unpickled or executed here."""
-
-    def __init__(self, mode, program_text, scratch, logs, hidden=(), language="en", zygote=None, hangs=None,
-                 check_id=None, timing_tag=None):
-        began = time.monotonic()
-        self.timing_tag = timing_tag  # {lesson, check, side}: what Timings records this worker's time under
-        self.mode, self.language = mode, language
-        self.hangs, self.check_id = hangs, check_id  # hangs: the submission's Hangs (None for the reference's worker)
-        self.reports_compiles = False
-        self.log_path = _log_path(logs, "worker")
-        self.log = open(self.log_path, "wb")
-        parent, child = socket.socketpair()
-        self.contained, place = _prepare(mode, program_text, scratch)
-        self.program_path = str(place / "submission.py")
-        self.process = None
-        if zygote is not None:  # a fork of a process that has imported torch already (same sandbox, same program)
-            try:
-                self.process = zygote.fork(child, self.log)
-            except ZygoteGone:
-                self.process = None
-        if self.process is None:
-            self.process = _launch(mode, scratch, place, self.contained, hidden, child, self.log)
-        child.close()
-        self.conn = parent
-        try:
-            started = self.request("start", {"mode": "structure" if mode == "compile" else mode, "language": language},
-                                   timeout=120)
-        except BaseException:
-            self.close()
-            raise
-        if "error" in started:  # the worker could not set itself up (an unsupported Triton, say): no check can run
-            self.close()
-            raise WorkerGone(text("start_failed", language, error=started["error"][1][:1500]))
-        facts = started.get("ok")
-        self.reports_compiles = type(facts) is dict and facts.get("reports_compiles") is True
-        self._timed("start", time.monotonic() - began, 0.0, forked=isinstance(self.process, Forked))
-
-    def _timed(self, what, seconds, compiling, **extra):
-        if self.timing_tag is not None:
-            Timings.record(**self.timing_tag, mode=self.mode, what=what, seconds=round(seconds, 4),
-                           compiling=round(compiling, 4), **extra)
-
-    def output_tail(self, limit=1500):
-        self.log.flush()
-        data = self.log_path.read_bytes()
-        text = data[-limit:].decode("utf-8", "replace")
-        return ("…" if len(data) > limit else "") + text.strip()
-
-    def request(self, op, payload, timeout):
-        """The worker's reply to one request: {"ok": value} or {"error": [kind, text]}, type-checked. `timeout` bounds
-        the whole request; a call of the learner's code also stops at HANG_AFTER seconds of run time (Hangs)."""
-        what = payload.get("name") if op in ("call", "bench") else LOAD if op == "load" else None
-        if self.hangs is None or type(what) is not str:
-            what = None
-        began, self.compiling = time.monotonic(), 0.0
-        try:
-            wire.send_message(self.conn, wire.encode(dict(payload, op=op), keep_storage=True))
-            reply = self._reply(op, what, timeout)
-            if op != "start":  # the worker's start is timed whole, process and imports included (__init__)
-                self._timed(op, time.monotonic() - began, self.compiling)
-        except wire.Timeout:
-            self.kill()
-            if what is not None:
-                self.hangs.record(what, self.check_id, timeout)
-            raise WorkerGone(text("timed_out", self.language, seconds=timeout))
-        except wire.TooLarge as size:
-            self.kill()
-            raise WorkerGone(text("too_large", self.language, megabytes=int(str(size)) / 2**20, op=op,
-                                  limit=MAX_REPLY_BYTES / 2**20))
-        except wire.WireError as error:
-            self.kill()
-            raise WorkerGone(text("not_plain", self.language, op=op, error=error))
-        except (EOFError, OSError):
-            why = _death(self.process.wait(timeout=10), self.contained, self.language)
-            tail = self.output_tail()
-            raise WorkerGone(text("died", self.language, why=why, op=op)
-                             + (text("last_output", self.language, tail=tail) if tail else ""))
-        if type(reply) is dict and set(reply) == {"ok"}:
-            return reply
-        if (type(reply) is dict and set(reply) == {"error"} and type(reply["error"]) is list
-                and len(reply["error"]) == 2 and all(type(x) is str for x in reply["error"])):
-            return reply
-        self.kill()
-        raise WorkerGone(text("malformed", self.language, op=op))
-
-    def _reply(self, op, what, timeout):
-        """Wait for the reply, counting the run time of the learner's code: the wait minus the compiles the worker
-        reports ({"progress": "compiling" | "compiled"}, GPU only). Raises WorkerGone when a call of `what` runs past
-        HANG_AFTER, or past SHORT_AFTER_HANG once `what` has hung in another check."""
-        started = time.monotonic()
-        run_limit = HANG_AFTER.get(self.mode) if what is not None and op in ("call", "load") else None
-        if self.mode == "gpu" and not self.reports_compiles:
-            run_limit = None  # an old Triton without the compile hook: compiles would count as run time
-        paused, compiling_since, short = 0.0, None, None
-
-        def run_time(now):
-            return now - started - paused - (now - compiling_since if compiling_since is not None else 0.0)
-
-        while True:
-            now = time.monotonic()
-            hung = self.hangs.get(what) if short is None and what is not None else None
-            if hung is not None and hung[0] != self.check_id:
-                # SHORT_AFTER_HANG seconds of run time from the start of this call, or from now if it hung meanwhile
-                short = (hung, SHORT_AFTER_HANG if hung[2] <= started else run_time(now) + SHORT_AFTER_HANG)
-            waits = [started + timeout - now]
-            if compiling_since is None:
-                if run_limit is not None:
-                    waits.append(run_limit - run_time(now))
-                if short is not None:
-                    waits.append(short[1] - run_time(now))
-            wait = min(waits)
-            if wait <= 0:
-                if waits[0] <= 0:
-                    raise wire.Timeout()
-                self.kill()
-                if short is not None and short[1] - run_time(now) <= 0:
-                    (check_id, seconds, _), _ = short
-                    raise WorkerGone(text("short_after_hang", self.language, what=self._named(what), check=check_id,
-                                          seconds=seconds, short=SHORT_AFTER_HANG))
-                self.hangs.record(what, self.check_id, run_limit)
-                raise WorkerGone(text("hung", self.language, what=self._named(what), seconds=run_limit,
-                                      short=SHORT_AFTER_HANG))
-            # wake at least twice a second while another check may find a hang of the same function
-            ready, _, _ = select.select([self.conn], [], [], min(wait, 0.5) if what is not None else wait)
-            if not ready:
-                continue
-            reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, max(1.0, started + timeout - now)))
-            if type(reply) is dict and set(reply) == {"progress"} and reply["progress"] in ("compiling", "compiled"):
-                if reply["progress"] == "compiling" and compiling_since is None:
-                    compiling_since = time.monotonic()
-                elif reply["progress"] == "compiled" and compiling_since is not None:
-                    paused += time.monotonic() - compiling_since
-                    self.compiling = paused
-                    compiling_since = None
-                continue
-            return reply
-
-    def _named(self, what):
-        return text("top_level_code", self.language) if what == LOAD else f"`{what}`"
-
-    def kill(self):
-        if isinstance(self.process, Forked):
-            self.process.kill_group()
-        else:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.process.wait()
-
-    def close(self):
-        if self.process.poll() is None:
-            try:
-                wire.send_message(self.conn, wire.encode({"op": "stop"}))
-                self.process.wait(timeout=10)
-            except Exception:
-                self.kill()
-        self.conn.close()
-        self.log.close()
 
 
 @dataclass
@@ -361,135 +98,6 @@ TORCH_DOES_THE_WORK = ("softmax", "log_softmax", "scaled_dot_product_attention",
                        "aten._scaled_dot_product_flash_attention", "aten._scaled_dot_product_efficient_attention",
                        "aten._scaled_dot_product_cudnn_attention", "aten._scaled_dot_product_flash_attention_for_cpu",
                        "aten._flash_attention_forward", "aten._efficient_attention_forward")
-
-
-class ZygoteGone(Exception):
-    pass
-
-
-class Zygote:
-    """A sandboxed process that has imported torch and Triton and forks a fresh worker for each check of one
-    submission (worker.py's `zygote`). Each check still runs in a process of its own, with the submission loaded
-    anew, but starts in milliseconds instead of the seconds a new Python spends importing torch: most of the time
-    of a small check in the interpreter. CPU modes only: a GPU worker needs a CUDA context of its own, which a
-    forked process cannot inherit. Where the zygote is gone (killed by a worker, say), workers start as new
-    processes again."""
-
-    def __init__(self, mode, program_text, scratch, logs, hidden=()):
-        self.lock = threading.Lock()
-        self.log = open(_log_path(logs, "zygote"), "wb")
-        self.conn, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.contained, place = _prepare(mode, program_text, scratch)
-        self.process = _launch(mode, scratch, place, self.contained, hidden, child, self.log, "--zygote")
-        child.close()
-        try:
-            self._receive(timeout=120)  # {"ready": pid}: torch and Triton imported
-        except ZygoteGone:
-            self.close()
-            raise
-
-    def _receive(self, timeout):
-        self.conn.settimeout(timeout)
-        try:
-            message = self.conn.recv(1 << 16)
-        except (OSError, socket.timeout) as error:
-            raise ZygoteGone(str(error))
-        if not message:
-            raise ZygoteGone("the zygote closed its socket")
-        return json.loads(message)
-
-    def ask(self, request, fds=(), timeout=30):
-        with self.lock:
-            try:
-                socket.send_fds(self.conn, [json.dumps(request).encode()], list(fds))
-            except OSError as error:
-                raise ZygoteGone(str(error))
-            return self._receive(timeout)
-
-    def fork(self, channel, log):
-        return Forked(self, self.ask({"op": "fork"}, fds=(channel.fileno(), log.fileno()))["pid"])
-
-    def close(self):
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)  # the zygote and, with its sandbox, every worker it forked
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.process.wait()
-        self.conn.close()
-        self.log.close()
-
-
-class Forked:
-    """The subprocess.Popen-like handle of a worker that a Zygote forked: the zygote signals and reaps it."""
-
-    def __init__(self, zygote, pid):
-        self.zygote, self.pid, self.returncode = zygote, pid, None
-
-    def _code(self, timeout):
-        try:
-            return self.zygote.ask({"op": "wait", "pid": self.pid, "timeout": timeout}, timeout=timeout + 30)["code"]
-        except ZygoteGone:
-            return -signal.SIGKILL  # the zygote's sandbox ended, and every process in it with it
-
-    def poll(self):
-        if self.returncode is None:
-            self.returncode = self._code(0)
-        return self.returncode
-
-    def wait(self, timeout=None):
-        if self.returncode is None:
-            self.returncode = self._code(3600 if timeout is None else timeout)
-            if self.returncode is None:
-                raise subprocess.TimeoutExpired("worker", timeout)
-        return self.returncode
-
-    def kill_group(self):
-        try:
-            self.zygote.ask({"op": "kill", "pid": self.pid})
-        except ZygoteGone:  # contained, the worker died with the zygote's sandbox; otherwise its pid is ours to kill
-            if not self.zygote.contained:
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-
-
-class Zygotes:
-    """The zygotes of one submission's grading, one per worker mode, each started when a check first needs it."""
-
-    def __init__(self, submission, work):
-        self.submission, self.work = submission, work
-        self.lock, self.started = threading.Lock(), {}
-
-    def get(self, mode, program_text):
-        if mode == "gpu" or os.environ.get("FA_ZYGOTE") == "0":  # FA_ZYGOTE=0: a new process per check, as on a GPU
-            return None
-        with self.lock:
-            if mode not in self.started:
-                try:
-                    self.started[mode] = Zygote(mode, program_text, self.work / "submission", self.work / "logs",
-                                                self.submission.hidden)
-                except (ZygoteGone, OSError):
-                    self.started[mode] = None
-            return self.started[mode]
-
-    def close(self):
-        for zygote in self.started.values():
-            if zygote is not None:
-                zygote.close()
-
-
-def _death(code, contained, language="en"):
-    """How a worker process ended, in words: bwrap reports a child killed by signal N as exit status 128 + N."""
-    number = -code if code and code < 0 else code - 128 if contained and code and code > 128 else None
-    if number is None:
-        return text("exit_status", language, code=code)
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = "?"
-    return text("signal", language, number=number, name=name) + (
-        text("out_of_bounds", language) if name in ("SIGSEGV", "SIGBUS") else "")
 
 
 def _call_reply(name, reply, language="en"):
@@ -578,7 +186,7 @@ class Lesson:
 class Context:
     """What a check uses: inputs, calls into the worker, and verdicts with clear messages."""
 
-    def __init__(self, lesson, check, mode, worker, seed, program="", reference=None, language="en"):
+    def __init__(self, lesson, check, mode, worker, seed, program="", reference=None, language="en", quiet=None):
         self.lesson, self.check, self.mode, self.worker = lesson, check, mode, worker
         self.language = language        # the submission's edition: what its messages are written in
         self.seed = seed
@@ -586,6 +194,8 @@ class Context:
         self.gpu = mode == "gpu"
         self.program = program          # the submission's program, as the judge made it (never read back from disk)
         self._reference = reference     # () -> a Worker running the reference solution (speed comparisons)
+        self._quiet = quiet             # an Event set once the submission's other checks are done (None: no wait)
+        self._warmed = set()
         self.last_info = None
         self.last_args = None
 
@@ -651,10 +261,26 @@ class Context:
             op, shapes, _ = banned[0]
             raise CheckFailed(text("forbidden", self.language, name=name, op=op, shapes=[tuple(s) for s in shapes]))
 
+    def warm_up(self, name, *args, key="student", backward=False, **kwargs):
+        """One untimed call of `name` (the student's, or the reference's with key="reference") on these inputs, once
+        per shape: Triton compiles and autotunes now, beside the other checks, and a timing later measures kernels."""
+        shape = (key, name, backward, _shape_of(args), _shape_of(sorted(kwargs.items())))
+        if shape in self._warmed:
+            return
+        self._warmed.add(shape)
+        worker = self._reference() if key == "reference" else self.worker
+        done = self._send("warm", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
+                          backward=backward)
+        if done is not None:
+            raise CheckFailed(text("bad_timing", self.language, name=name, what=wire.describe_type(done)))
+
     def bench(self, name, *args, key="student", backward=False, **kwargs):
         """Milliseconds of one call of `name` (the student's, or with key="reference" the reference solution's, timed
-        in a worker of its own that never ran student code)."""
+        in a worker of its own that never ran student code), once every other check is done."""
         worker = self._reference() if key == "reference" else self.worker
+        self.warm_up(name, *args, key=key, backward=backward, **kwargs)
+        if self._quiet is not None:
+            self._quiet.wait()
         ms = self._send("bench", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
                         backward=backward)
         if type(ms) not in (int, float) or not ms > 0:
@@ -676,7 +302,10 @@ class Context:
         return best_first, best_second
 
     def bench_against_reference(self, name, *args, slowdown_allowed, rounds=3, backward=False, **kwargs):
-        """(student ms, reference ms), timed in turn until the student is within `slowdown_allowed` (best_times)."""
+        """(student ms, reference ms), timed in turn until the student is within `slowdown_allowed` (best_times); both
+        warmed up first."""
+        for key in ("student", "reference"):
+            self.warm_up(name, *args, key=key, backward=backward, **kwargs)
         def timing(key):
             return lambda: self.bench(name, *args, key=key, backward=backward, **kwargs)
         return self.best_times(timing("student"), timing("reference"), slowdown_allowed, rounds)
@@ -726,6 +355,15 @@ class Context:
             raise CheckFailed(problem)
 
 
+def _shape_of(value):
+    """What decides which kernels a call compiles: tensors' dtype, shape and strides; other values as they are."""
+    if isinstance(value, torch.Tensor):
+        return (str(value.dtype), tuple(value.shape), value.stride())
+    if isinstance(value, (list, tuple)):
+        return tuple(_shape_of(v) for v in value)
+    return repr(value)
+
+
 def static_problems(lesson, check, program, functions, language="en"):
     """Problems found without running anything: missing names, unfinished TODOs."""
     for name in check.needs:
@@ -751,11 +389,12 @@ def submission_seed(program, check_id):
 
 def grading_jobs(mode):
     """How many checks of one submission run at once: FA_GRADING_JOBS, else one per CPU core in interpreter and
-    structure modes (the interpreter is CPU-bound), and 4 on a GPU (small check shapes leave most of it idle)."""
+    structure modes (the interpreter is CPU-bound), and on a GPU one per two cores, 2 to 8 (a check's time there is
+    mostly the CPU's: Triton's compiles and the judge's references; its small shapes leave the GPU idle)."""
     if os.environ.get("FA_GRADING_JOBS"):
         return max(1, int(os.environ["FA_GRADING_JOBS"]))
-    return 4 if mode == "gpu" else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                       else os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(2, min(8, cores // 2)) if mode == "gpu" else max(1, cores)
 
 
 def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None, repeat=1, progress=None, jobs=None):
@@ -786,28 +425,36 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     zygotes = Zygotes(submission, work)
     hangs = Hangs()
 
-    def grade(check):
+    def grade(check, quiet=None):
         if timeout:
             check = dataclasses.replace(check, timeout=timeout)
         fresh = [int.from_bytes(os.urandom(4), "little") for _ in range(repeat - 1)]
         seeds = [submission_seed(program, check.id)] + fresh
-        with hangs.slot(check, slots):
+        # a speed check takes no slot: it compiles, then mostly waits for `quiet`
+        with hangs.slot(check, slots) if quiet is None else contextlib.nullcontext():
             results[check.id] = _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes,
-                                           hangs)
+                                           hangs, quiet)
         if log and check in wanted and check in runnable:
             log(results[check.id])
 
-    # Checks run side by side, each in its own worker (jobs at once); a speed check runs alone afterwards, so that
-    # no other check shares the GPU while it times.
+    # Checks run side by side, each in its own worker (jobs at once). A speed check starts with them (its worker, its
+    # compiles, the reference's: Context.warm_up) but times only once every other check is done (`quiet`), so that no
+    # other check of this submission shares the GPU while it times.
     todo = [c for c in lesson.checks if c in needed or c in wanted]
-    together, alone = [c for c in todo if not c.id.startswith("speed")], [c for c in todo if c.id.startswith("speed")]
+    timed = [c for c in todo if c.id.startswith("speed")]
+    others = [c for c in todo if c not in timed]
+    quiet = threading.Event()
     # `jobs` checks hold a slot at a time; once a function has hung, the checks that call it run without one.
     slots = threading.Semaphore(max(1, jobs or grading_jobs(mode)))
     try:
-        with ThreadPoolExecutor(max(1, len(together))) as pool:
-            list(pool.map(grade, together))
-        for check in alone:
-            grade(check)
+        with ThreadPoolExecutor(max(1, len(todo))) as pool:
+            timing = [pool.submit(grade, check, quiet) for check in timed]
+            try:
+                list(pool.map(grade, others))
+            finally:
+                quiet.set()
+            for job in timing:
+                job.result()
     finally:
         zygotes.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -862,16 +509,18 @@ class Submission:
     language: str = "en"    # the edition it was written in: its messages speak it (grader/editions.py)
 
 
-def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None):
+def _run_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None,
+               quiet=None):
     began = time.monotonic()
     try:
-        return _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes, hangs)
+        return _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress, zygotes, hangs, quiet)
     finally:
         Timings.record(lesson=lesson.id, check=check.id, side="judge", mode=mode, what="check",
                        seconds=round(time.monotonic() - began, 4), compiling=0.0)
 
 
-def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None):
+def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progress=None, zygotes=None, hangs=None,
+                 quiet=None):
     language = submission.language
 
     def verdict(passed, message, runs=1, failed_runs=None):
@@ -900,7 +549,8 @@ def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progre
         zygote = zygotes.get(worker_mode, program_text) if zygotes and folder == "submission" else None
         workers.append(Worker(worker_mode, program_text, work / folder, work / "logs", submission.hidden, language,
                               zygote=zygote, hangs=hangs if folder == "submission" else None, check_id=check.id,
-                              timing_tag={"lesson": lesson.id, "check": check.id, "side": folder}))
+                              timing_tag={"lesson": lesson.id, "check": check.id, "side": folder},
+                              reference=folder == "reference"))
         return workers[-1]
 
     def reference():
@@ -921,7 +571,7 @@ def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progre
         for run, seed in enumerate(seeds, 1):
             try:
                 ctx_mode = "interpreter" if check.interpreted else mode  # its inputs: on the CPU, interpreter-sized
-                note = check.fn(Context(lesson, check, ctx_mode, worker, seed, program, reference, language))
+                note = check.fn(Context(lesson, check, ctx_mode, worker, seed, program, reference, language, quiet))
             except CheckFailed as failure:
                 failures.append(f"{failure}" + text("seed", language, seed=seed))
             if progress:

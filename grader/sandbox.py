@@ -24,8 +24,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKER_FILES = [Path(__file__).resolve().parent / name for name in ("worker.py", "wire.py")]
+WORKER_FILES = [Path(__file__).resolve().parent / name for name in ("worker.py", "wire.py", "triton_cache.py")]
 INSIDE = Path("/sandbox")                        # where the scratch folder appears inside the sandbox
+REFERENCE_CACHE_INSIDE = Path("/reference-cache")  # where a reference worker sees the reference solutions' cache
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 PASSED_ENV = ("LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL", "TZ")
 PASSED_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "PYTORCH_", "TORCH_")
@@ -87,6 +88,19 @@ def status(mode=None):
     return problem is None, problem or "bubblewrap"
 
 
+def reference_cache_dir():
+    """The Triton cache of the reference solutions' workers (FA_REFERENCE_CACHE, else ~/.cache/flash-attention-course/
+    reference-triton): kept between grading runs, so a class compiles the reference's kernels once. Only reference
+    workers, which never run student code, see it (read and write); a worker that runs student code never does, not
+    even where it lies inside a folder that sandbox shows (command() hides it), since it holds the reference's
+    kernels compiled."""
+    folder = os.environ.get("FA_REFERENCE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") \
+        / "flash-attention-course" / "reference-triton"
+    folder = Path(folder).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def warning(language="en", mode=None):
     """The sentence every check's message carries when grading is not contained (None when it is)."""
     from .messages import text
@@ -119,10 +133,12 @@ def _inside_prefix(path):
     return any(Path(p).resolve() in (path, *path.parents) for p in (sys.prefix, sys.exec_prefix))
 
 
-def command(argv, scratch, env, gpu, hidden=()):
+def command(argv, scratch, env, gpu, hidden=(), reference_cache=None):
     """The bwrap command line that runs `argv` (paths inside the sandbox) in a sandbox whose /sandbox is the folder
-    `scratch`; `env` is the whole environment inside. The repository and the folders in `hidden` (the course being
-    graded, the submission's folder) never show, even when they lie inside a folder the sandbox needs."""
+    `scratch`; `env` is the whole environment inside. The repository, the reference solutions' Triton cache and the
+    folders in `hidden` (the course being graded, the submission's folder) never show, even when they lie inside a
+    folder the sandbox needs; `reference_cache` (a reference worker's only) is bound writable at
+    REFERENCE_CACHE_INSIDE."""
     args = [_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
             "--dev", "/dev", "--proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--tmpfs", "/tmp"]
     if gpu:
@@ -142,7 +158,7 @@ def command(argv, scratch, env, gpu, hidden=()):
     # course folder beside a virtual environment) is hidden under an empty tmpfs; then the Python folders inside it
     # are bound again.
     masked = []
-    for secret in sorted({Path(p).resolve() for p in (ROOT, *hidden)}, key=lambda p: len(p.parts)):
+    for secret in sorted({Path(p).resolve() for p in (ROOT, reference_cache_dir(), *hidden)}, key=lambda p: len(p.parts)):
         if secret == Path("/") or any(secret == Path(d) or secret in Path(d).parents for d in SYSTEM_DIRS):
             continue
         if any(m == secret or m in secret.parents for m in masked):
@@ -154,7 +170,9 @@ def command(argv, scratch, env, gpu, hidden=()):
         if any(m == d or m in d.parents for m in masked):
             args += ["--ro-bind", str(d), str(d)]
     args += ["--bind", str(scratch), str(INSIDE), "--chdir", str(INSIDE)]
-    for name in ("submission.py", "worker"):  # read-only inside: the judge reads nothing back from them
+    if reference_cache is not None:
+        args += ["--bind", str(reference_cache), str(REFERENCE_CACHE_INSIDE)]
+    for name in ("submission.py", "worker"):  # read-only inside: the worker's code, the program it runs
         if (Path(scratch) / name).exists():
             args += ["--ro-bind", str(Path(scratch) / name), str(INSIDE / name)]
     for key, value in env.items():
@@ -173,16 +191,22 @@ def prepare(scratch, program_text):
     (scratch / "submission.py").write_text(program_text, encoding="utf-8")
 
 
-def environment(mode, home):
-    """The worker's whole environment: a short allow-list of the judge's, and the grading mode's variables."""
+def environment(mode, home, reference_cache=None):
+    """The worker's whole environment: a short allow-list of the judge's, and the grading mode's variables. Triton's
+    cache is the scratch home's, managed by triton_cache.SubmissionCache; a reference worker's is `reference_cache`
+    (its path as the worker sees it), where autotuning results are kept too."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                   if p and Path(p).resolve() != ROOT and ROOT not in Path(p).resolve().parents]
     env.update({"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
                 "HOME": str(home), "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                 "TRITON_CACHE_DIR": str(Path(home) / ".triton" / "cache"),
+                "TRITON_CACHE_MANAGER": "triton_cache:SubmissionCache",
                 "FA_MODE": "structure" if mode == "compile" else mode, "FA_QUIET": "1",
                 "PYTHONPATH": os.pathsep.join(pythonpath)})
+    if reference_cache is not None:
+        env.update(TRITON_CACHE_DIR=str(reference_cache), TRITON_CACHE_AUTOTUNING="1")
+        env.pop("TRITON_CACHE_MANAGER")
     env.pop("TRITON_INTERPRET", None)
     if mode == "interpreter":
         env["TRITON_INTERPRET"] = "1"  # before any kernel in the student's program is defined

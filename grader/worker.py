@@ -421,6 +421,23 @@ class Session:
                 "stores_past_end": watch_mode.stores_past_end(), "out_of_bounds": out_of_bounds}
         return [out, grads, info]
 
+    def warm(self, name, args, kwargs, key="student", backward=False):
+        """One call of `name` (and its backward), untimed: Triton compiles and autotunes now, so that a timing later
+        measures only the kernels (a speed check warms up beside the other checks and times once they are done)."""
+        import torch
+        fn = self._function(key, name)
+        if backward:
+            args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                    for a in args]
+            out = fn(*args, **kwargs)
+            torch.autograd.grad(out, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad],
+                                torch.ones_like(out))
+        else:
+            fn(*args, **kwargs)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return None
+
     def bench(self, name, args, kwargs, key="student", backward=False, reps=None):
         """Median milliseconds of one call (forward, or forward+backward), timed on this device."""
         import torch
@@ -586,17 +603,13 @@ def _plain(value, depth=0):
     return value
 
 
-def zygote(fd):
-    """`python worker.py FD --zygote`: import torch and Triton once, then fork a fresh worker for each check
-    (grader.harness.Zygote). It never loads student code itself, so every forked worker starts as clean as a new
-    process, without the seconds a new Python spends importing torch. Requests on FD are one JSON message each
-    (a SOCK_SEQPACKET socket); "fork" carries the new worker's socket and log file as file descriptors."""
-    import torch  # noqa: F401  (imported here so that each forked worker has it already)
-    try:
-        import triton.language  # noqa: F401
-        from triton.runtime import interpreter  # noqa: F401
-    except Exception:
-        pass
+def zygote(fd, mode):
+    """`python worker.py FD --zygote MODE`: import torch and Triton once, then fork a fresh worker for each check
+    (grader.processes.Zygote). It never loads student code itself and never touches CUDA (a CUDA context cannot cross
+    a fork: each forked worker makes its own), so every forked worker starts as clean as a new process, without the
+    seconds a new Python spends importing. Requests on FD are one JSON message each (a SOCK_SEQPACKET socket);
+    "fork" carries the new worker's socket and log file as file descriptors."""
+    prepare_imports(mode)
     control = socket.socket(fileno=fd)
     control.send(json.dumps({"ready": os.getpid()}).encode())
     while True:
@@ -642,6 +655,33 @@ def zygote(fd):
         control.send(json.dumps(reply).encode())
 
 
+def prepare_imports(mode):
+    """Everything a worker's first call would import or build, done once in the zygote: torch and Triton, the watch
+    modes of Session.call (which import torch._dynamo: seconds), and on a GPU machine Triton's compiler and its
+    driver helpers (a C module it builds on first use) loaded without initialising CUDA, which each forked worker
+    does for itself."""
+    import torch
+    try:
+        import triton.language  # noqa: F401
+        from triton.runtime import interpreter  # noqa: F401
+    except Exception:
+        pass
+    watch, largest = _watchers()
+    with largest, watch:
+        torch.ones(2).softmax(0)
+    if mode == "gpu":
+        try:
+            import triton.compiler  # noqa: F401
+            import triton.testing  # noqa: F401
+            from triton.backends.nvidia import compiler, driver  # noqa: F401
+            driver.CudaUtils()  # built (or read from the cache) and loaded here, once; no CUDA call
+            driver.CudaUtils.__init__ = lambda self: None  # a singleton: a forked worker keeps the loaded module
+        except Exception:
+            pass  # a worker builds them itself, as a new process does
+    if torch.cuda.is_initialized():  # a fork could not use CUDA: refuse to be a zygote (the judge starts new processes)
+        raise RuntimeError("CUDA was initialised while preparing the zygote")
+
+
 def _reap(pid, timeout):
     deadline = time.monotonic() + timeout
     while True:
@@ -657,7 +697,7 @@ def _reap(pid, timeout):
 
 
 if __name__ == "__main__":
-    if sys.argv[2:] == ["--zygote"]:
-        zygote(int(sys.argv[1]))
+    if sys.argv[2:3] == ["--zygote"]:
+        zygote(int(sys.argv[1]), sys.argv[3])
     else:
         main(int(sys.argv[1]))

@@ -807,7 +807,7 @@ def grading_fingerprint(lesson):
     from grader import harness
     files = [harness.source_path(lesson), ROOT / "grader" / "lessons" / f"lesson{lesson}.py",
              ROOT / "grader" / "lessons" / "memory_safety.py"]
-    files += [ROOT / "grader" / name for name in ("harness.py", "worker.py", "wire.py", "sandbox.py", "structure.py",
+    files += [ROOT / "grader" / name for name in ("harness.py", "processes.py", "worker.py", "wire.py", "sandbox.py", "structure.py",
                                                  "notebook.py")]
     digest = hashlib.sha256()
     for f in files:

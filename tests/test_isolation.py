@@ -76,19 +76,23 @@ def hang():
 
 def kill_the_zygote():
     os.kill(os.getppid(), 9)
+
+def cuda_sum():
+    import torch
+    return float(torch.ones(3, device="cuda").sum())
 '''
 
 
-def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path):
-    """In CPU modes each check's worker is forked from a zygote that imported torch once (harness.Zygote): still a
-    process of its own per check, with the program loaded anew; a hang is killed alone; a worker that kills the
-    zygote costs its own check, and the next check starts a new process instead."""
-    from grader.harness import Worker, WorkerGone, Zygote
+def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path, mode):
+    """Each check's worker is forked from a zygote that imported torch once (processes.Zygote): still a process of
+    its own per check, with the program loaded anew (on a GPU, with a CUDA context of its own); a hang is killed
+    alone; a worker that kills the zygote costs its own check, and the next check starts a new process instead."""
+    from grader.processes import Worker, WorkerGone, Zygote
     scratch, logs = tmp_path / "scratch", tmp_path / "logs"
-    zygote = Zygote("interpreter", ZYGOTE_PROGRAM, scratch, logs)
+    zygote = Zygote(mode, ZYGOTE_PROGRAM, scratch, logs)
 
     def worker():
-        w = Worker("interpreter", ZYGOTE_PROGRAM, scratch, logs, zygote=zygote)
+        w = Worker(mode, ZYGOTE_PROGRAM, scratch, logs, zygote=zygote)
         assert "ok" in w.request("load", {"key": "student", "path": w.program_path}, timeout=60)
         return w
 
@@ -100,6 +104,8 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path):
         first, second = worker(), worker()
         assert type(first.process).__name__ == "Forked" and first.process.pid != second.process.pid
         assert [call(first, "count"), call(first, "count"), call(second, "count")] == [1, 2, 1]
+        if mode == "gpu":
+            assert call(first, "cuda_sum") == call(second, "cuda_sum") == 3.0
         with pytest.raises(WorkerGone, match="timed out after 3 s"):
             call(first, "hang", timeout=3)
         assert call(second, "count") == 2
@@ -127,7 +133,7 @@ HANG_BUDGET = {"interpreter": 120, "gpu": 60}  # seconds an endless loop may add
 def test_an_endless_loop_costs_a_bounded_time_and_says_why(tmp_path, mode):
     import time
     from grader.__main__ import reference_notebook
-    from grader import harness, notebook
+    from grader import notebook, processes
     lesson = "03_per_query_kernel"
     reference = tmp_path / "reference.ipynb"
     notebook.write(reference_notebook(lesson), reference)
@@ -138,8 +144,8 @@ def test_an_endless_loop_costs_a_bounded_time_and_says_why(tmp_path, mode):
     extra = time.monotonic() - started - reference_seconds
     messages = {t.id: t.message for t in report.tests}
     assert extra <= HANG_BUDGET[mode], f"an endless loop cost {extra:.0f} s more than the reference: {messages}"
-    hung = [m for m in messages.values() if f"ran for {harness.HANG_AFTER[mode]:.0f} s without returning" in m]
-    short = [m for m in messages.values() if f"did not return within {harness.SHORT_AFTER_HANG:.0f} s" in m]
+    hung = [m for m in messages.values() if f"ran for {processes.HANG_AFTER[mode]:.0f} s without returning" in m]
+    short = [m for m in messages.values() if f"did not return within {processes.SHORT_AFTER_HANG:.0f} s" in m]
     assert hung and len(hung) + len(short) == len(ENDLESS.caught_by), messages
     assert all("it already hung in the check" in m for m in short)
     assert next(t for t in report.tests if t.id == "compiles").passed  # never calls the wrapper: keeps its point
@@ -152,7 +158,7 @@ def scripted_worker(script, mode="gpu", reports_compiles=True, hangs=None, check
     import threading
     import time
     from grader import wire
-    from grader.harness import Hangs, Worker
+    from grader.processes import Hangs, Worker
     judge_end, far_end = socket.socketpair()
 
     def play():
@@ -177,12 +183,12 @@ def call(worker, timeout=30):
 
 def test_compile_time_is_not_run_time(monkeypatch):
     """On a GPU the first call of a kernel compiles it: the worker reports the compile, and only the rest counts."""
-    from grader import harness
-    monkeypatch.setattr(harness, "HANG_AFTER", {"gpu": 1.0})
+    from grader import processes
+    monkeypatch.setattr(processes, "HANG_AFTER", {"gpu": 1.0})
     compiling_long = [(0.1, {"progress": "compiling"}), (2.0, {"progress": "compiled"}), (0.3, {"ok": [1, None, {}]})]
     assert call(scripted_worker(compiling_long)) == {"ok": [1, None, {}]}
-    hangs = harness.Hangs()
-    with pytest.raises(harness.WorkerGone, match="`attention` ran for 1 s without returning"):
+    hangs = processes.Hangs()
+    with pytest.raises(processes.WorkerGone, match="`attention` ran for 1 s without returning"):
         call(scripted_worker([(2.5, {"ok": [1, None, {}]})], hangs=hangs))
     assert hangs.get("attention")[0] == "this_check"
     # an old Triton whose compiles the worker cannot report: only the request's own limit applies on a GPU
@@ -190,12 +196,12 @@ def test_compile_time_is_not_run_time(monkeypatch):
 
 
 def test_after_a_hang_every_other_call_of_that_function_gets_a_short_limit(monkeypatch):
-    from grader import harness
-    monkeypatch.setattr(harness, "HANG_AFTER", {"interpreter": 30.0})
-    monkeypatch.setattr(harness, "SHORT_AFTER_HANG", 0.5)
-    hangs = harness.Hangs()
+    from grader import processes
+    monkeypatch.setattr(processes, "HANG_AFTER", {"interpreter": 30.0})
+    monkeypatch.setattr(processes, "SHORT_AFTER_HANG", 0.5)
+    hangs = processes.Hangs()
     hangs.record("attention", "first_check", 30.0)
-    with pytest.raises(harness.WorkerGone, match="it already hung in the check `first_check`"):
+    with pytest.raises(processes.WorkerGone, match="it already hung in the check `first_check`"):
         call(scripted_worker([(2.0, {"ok": [1, None, {}]})], mode="interpreter", hangs=hangs))
     quick = scripted_worker([(0.1, {"ok": [3, None, {}]})], mode="interpreter", hangs=hangs)
     assert call(quick) == {"ok": [3, None, {}]}  # a call that returns in time still counts

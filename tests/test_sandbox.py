@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from grader import sandbox, wire
-from grader.harness import ROOT, Worker, Zygote, source_path
+from grader.harness import ROOT, source_path
+from grader.processes import Worker, Zygote
 
 HOSTILE = textwrap.dedent('''
     import os, socket, sys, pathlib, subprocess
@@ -89,11 +90,9 @@ HOSTILE = textwrap.dedent('''
 
 @pytest.fixture(scope="module", params=["new process", "forked"])
 def worker(tmp_path_factory, mode, request):
-    """A worker as the judge starts it: a new process, or (CPU modes) forked by a zygote in the same sandbox."""
+    """A worker as the judge starts it: a new process, or forked by a zygote in the same sandbox."""
     contained, why = sandbox.status()
     assert contained, f"the sandbox must work on this machine (CI installs bubblewrap): {why}"
-    if request.param == "forked" and mode == "gpu":
-        pytest.skip("GPU workers are always new processes (a CUDA context cannot cross a fork)")
     folder = tmp_path_factory.mktemp("hostile")
     course = tmp_path_factory.mktemp("course")  # an nbgrader course: gradebook and other students' submissions
     (course / "gradebook.db").write_text("grades")
@@ -159,11 +158,17 @@ def test_the_grader_cannot_be_imported(worker):
 def test_nothing_outside_the_scratch_folder_can_be_written(worker, tmp_path):
     w, course = worker
     before = digest(ANSWERS + [course / "gradebook.db", course / "submitted" / "bob" / "notebook.ipynb"])
+    other_submission = tmp_path / "grade-other" / "submission" / "home" / ".triton" / "cache"  # its compiled kernels
+    other_submission.mkdir(parents=True)
     for target in [ROOT / "course" / "planted.py", course / "submitted" / "bob" / "notebook.ipynb",
-                   course / "gradebook.db", tmp_path / "planted", Path.home() / "planted"]:
+                   course / "gradebook.db", tmp_path / "planted", Path.home() / "planted",
+                   sandbox.reference_cache_dir() / "planted", other_submission / "planted"]:
         call(w, "write", str(target))
         assert not (target.exists() and target.read_text() == "written by a submission"), target
     assert digest(before) == before
+    # what a later check of its own runs as trusted code: the worker's files and the program are read-only
+    for inside in ("/sandbox/worker/worker.py", "/sandbox/worker/triton_cache.py", "/sandbox/submission.py"):
+        assert call(w, "write", inside) in ("OSError", "PermissionError"), inside
     assert call(w, "write", "/sandbox/home/notes.txt") == "wrote"  # its own scratch home is writable
     assert call(w, "write", "/tmp/notes.txt") == "wrote"            # and a private /tmp
 

@@ -30,6 +30,9 @@ class ScriptedTimings(Context):
     def load_reference(self):
         pass
 
+    def warm_up(self, *args, **kwargs):
+        pass
+
     def measurements(self, key):
         return sum(n + 1 for (k, _, _), n in self.calls.items() if k == key)
 

@@ -570,6 +570,10 @@ def speed(ctx):
     ctx.load_reference()
     B, H, N, D = 4, 16, 4096, 64
     q, k, v = _qkv(ctx, B, H, N, D, F16)
+    for causal in (False, True):  # compile and autotune now, beside the other checks; the timings wait for them
+        for backward in (False, True):
+            for key in ("student", "reference"):
+                ctx.warm_up("flash_attention", q, k, v, key=key, causal=causal, backward=backward)
     report, problems = [], []
     for causal in (False, True):
         for backward in (False, True):

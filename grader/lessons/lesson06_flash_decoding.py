@@ -597,7 +597,7 @@ def speed(ctx):
     HQ, HKV, d = 32, 8, 128
     group = HQ // HKV
     ctx.load_reference()
-    reports, problems = [], []
+    cases = []
     for B, n, page_size in [(1, 32768, None), (8, 8192, 16)]:
         q, k, v, seqlens = decode_inputs(ctx, B, HQ, HKV, 1, [n] * B, d)
         table = None
@@ -613,6 +613,10 @@ def speed(ctx):
         ctx.expect_close(out[:, :group], exact, same_precision=same, floor=floor_for(ctx, F16),
                          what=describe(ctx, q, k, seqlens, table, None) + ctx.t(", query heads of KV head 0",
                                                                                 "，KV 头 0 的那些查询头"))
+        ctx.warm_up("flash_decode", q, k, v, seqlens, key="reference", **kwargs)  # compiled now; timed below, alone
+        cases.append((B, n, page_size, q, k, v, seqlens, kwargs))
+    reports, problems = [], []
+    for B, n, page_size, q, k, v, seqlens, kwargs in cases:
         student, reference_ms = ctx.bench_against_reference("flash_decode", q, k, v, seqlens,
                                                             slowdown_allowed=1 / SPEED_NEEDED, **kwargs)
         gbps = 2 * B * n * HKV * d * 2 / student / 1e6

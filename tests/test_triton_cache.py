@@ -1,0 +1,115 @@
+"""The Triton caches of grading (issue 25): a submission's checks share its compiled kernels (one compile per kernel,
+however many checks need it at once), but never native code, and never anything of the reference's.
+
+Triton compiles ahead of time for sm_90 on any machine (COURSE_SPEC §8), so these tests run without a GPU."""
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from grader import sandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMPILE = textwrap.dedent('''
+    import json, sys, time
+    sys.path.insert(0, sys.argv[2])  # where triton_cache.py is (the worker's folder in the sandbox)
+    import triton, triton.language as tl
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+
+    @triton.jit
+    def scale(X, Y, N, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Y + offs, tl.load(X + offs, mask=offs < N) * 2, mask=offs < N)
+
+    hits = []
+    knobs.compilation.listener = lambda **info: hits.append(info["cache_hit"])
+    source = triton.compiler.ASTSource(fn=scale, signature={"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"},
+                                       constexprs={"BLOCK": 128})
+    started = time.time()
+    triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    print(json.dumps({"cache_hit": hits, "seconds": time.time() - started}))
+''')
+
+
+def compile_in_processes(tmp_path, count):
+    script = tmp_path / "compile.py"
+    script.write_text(COMPILE)
+    env = {"PATH": "/usr/bin:/bin", "TRITON_CACHE_DIR": str(tmp_path / "cache"),
+           "TRITON_CACHE_MANAGER": "triton_cache:SubmissionCache", "HOME": str(tmp_path)}
+    runs = [subprocess.Popen([sys.executable, str(script), "x", str(ROOT / "grader")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(count)]
+    results = []
+    for run in runs:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def test_checks_that_need_the_same_kernel_at_once_compile_it_once(tmp_path):
+    results = compile_in_processes(tmp_path, 3)
+    assert sorted(r["cache_hit"] for r in results) == [[False], [True], [True]], results
+    assert compile_in_processes(tmp_path, 1)[0]["cache_hit"] == [True]  # and a later check finds it
+
+
+NATIVE = textwrap.dedent('''
+    import os, sys
+    sys.path.insert(0, sys.argv[1])
+    from triton_cache import SubmissionCache
+    cache = SubmissionCache("0123abcd")
+    name = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
+    if sys.argv[2] == "plant":
+        path = cache.put(b"native code a later check would load", name)
+        shared = cache.put("a kernel's metadata", "kernel.json", binary=False)
+        print(path, shared, cache.get_file(name) == path)
+    else:
+        print(cache.get_file(name), cache.get_file("kernel.json"))
+''')
+
+
+def test_native_modules_stay_in_the_process_that_built_them(tmp_path):
+    """A launcher or driver helper is native code loaded into the worker: one check's must never be loaded by
+    another check, whatever the first wrote; a kernel's compiled files are shared."""
+    script = tmp_path / "native.py"
+    script.write_text(NATIVE)
+    env = {"PATH": "/usr/bin:/bin", "TRITON_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+
+    def run(what):
+        done = subprocess.run([sys.executable, str(script), str(ROOT / "grader"), what], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+    planted, shared, found_again = run("plant")
+    assert found_again == "True" and not planted.startswith(str(tmp_path / "cache"))
+    native, kernel = run("read")
+    assert native == "None" and kernel == shared
+
+
+def test_the_reference_cache_is_hidden_from_every_submission_sandbox(tmp_path, monkeypatch):
+    """Even where it lies inside a folder the sandbox must show (here: a folder of Python's), the reference solutions'
+    cache is masked in a student's sandbox, and bound only into a reference worker's."""
+    contained, why = sandbox.status()
+    if not contained:
+        pytest.skip(f"no sandbox here: {why}")
+    python_dirs = sandbox._python_dirs
+    monkeypatch.setattr(sandbox, "_python_dirs", lambda: python_dirs() + [tmp_path / "python"])
+    monkeypatch.setenv("FA_REFERENCE_CACHE", str(tmp_path / "python" / "ref"))
+    (tmp_path / "python" / "ref").mkdir(parents=True)
+    (tmp_path / "python" / "visible.txt").write_text("a public file beside it")
+    (tmp_path / "python" / "ref" / "answer.ttir").write_text("the reference kernel, compiled")
+    (tmp_path / "scratch").mkdir()
+    argv = ["/bin/sh", "-c", f"ls {tmp_path / 'python'} {tmp_path / 'python' / 'ref'} "
+                             f"{sandbox.REFERENCE_CACHE_INSIDE} 2>&1; true"]
+    env = {"PATH": "/usr/bin:/bin"}
+    student = subprocess.run(sandbox.command(argv, tmp_path / "scratch", env, gpu=False), capture_output=True,
+                             text=True).stdout
+    assert "visible.txt" in student and "answer.ttir" not in student, student
+    reference = subprocess.run(sandbox.command(argv, tmp_path / "scratch", env, gpu=False,
+                                               reference_cache=sandbox.reference_cache_dir()),
+                               capture_output=True, text=True).stdout
+    assert "answer.ttir" in reference, reference
