@@ -16,6 +16,10 @@
 #                     once (make mutation-score's work, faster): verdicts_NAME.json, which `tests/mutation.py
 #                     --reuse-verdicts` turns into tests/reports/mutation_interpreter.txt (mutants_NAME.log); REUSE=
 #                     names verdict files whose mutants are not graded again
+#   stages:NAME       where grading time goes (benchmarks/grading_stages.py --mode gpu): grading_stages_NAME.txt and
+#                     the timings of every worker and check, profile_NAME.jsonl
+#   cli               `python -m grader check` of each lesson's reference, one after another, timed whole (judge start
+#                     included): cli.txt
 #   tune, bench, checks, seeds, class: lesson 05's tuner, the TFLOP/s benchmark, each reference graded, fresh seeds,
 #                     a sample class (as before)
 # The H200 image has numpy 2.5, which breaks Triton 3.6's interpreter (the memory check and interpreter mode run there):
@@ -63,6 +67,16 @@ for stage in "$@"; do
     mutants)    OMP_NUM_THREADS=1 timeout ${MUTANTS_TIMEOUT:-540} python3 tests/mutation.py --mode interpreter \
                   --jobs ${JOBS:-15} --trust-reference --lessons ${LESSONS:?name the lessons} \
                   ${REUSE:+--reuse-verdicts $REUSE} --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
+    stages)     timeout ${STAGES_TIMEOUT:-400} python3 benchmarks/grading_stages.py --mode gpu --repeat ${REPEAT:-1} \
+                  --skip nbgrader --title "${FA_COMMIT:-}" --out "$OUT/grading_stages_$arg.txt" \
+                  --profile "$OUT/profile_$arg.jsonl" > "$OUT/stages_$arg.log" 2>&1; cat "$OUT/grading_stages_$arg.txt" ;;
+    cli)        for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do
+                  python3 -m grader fill "$lesson" --out "/tmp/$lesson.ipynb" > /dev/null
+                  s=$(date +%s.%N); timeout ${CHECK_TIMEOUT:-300} python3 -m grader check "$lesson" "/tmp/$lesson.ipynb" \
+                    --mode gpu > "/tmp/cli_$lesson.txt" 2>&1
+                  echo "$lesson $(python3 -c "print(f'{$(date +%s.%N) - $s:.1f} s')") $(grep '^Score' /tmp/cli_$lesson.txt)" \
+                    | tee -a "$OUT/cli.txt"
+                done ;;
     tune)       timeout ${TUNE_TIMEOUT:-300} python3 benchmarks/tune_lesson05.py ${TUNE_ARGS:-} > "$OUT/tune.txt" 2>&1 ;;
     bench)      timeout ${BENCH_TIMEOUT:-360} python3 -m benchmarks.bench --out "$OUT" ${BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1 ;;
     checks)     for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do

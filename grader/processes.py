@@ -147,7 +147,7 @@ class Worker:
         self.process = None
         if zygote is not None:  # a fork of a process that has imported torch already (same sandbox, same program)
             try:
-                self.process = zygote.fork(child, self.log)
+                self.process = zygote.fork(child, self.log, mode)
             except ZygoteGone:
                 self.process = None
         if self.process is None:
@@ -334,8 +334,10 @@ class Zygote:
                 raise ZygoteGone(str(error))
             return self._receive(timeout)
 
-    def fork(self, channel, log):
-        return Forked(self, self.ask({"op": "fork"}, fds=(channel.fileno(), log.fileno()))["pid"])
+    def fork(self, channel, log, mode):
+        """A worker of `mode`: the zygote's own, or (a zygote of the GPU) a compile check's."""
+        request = {"op": "fork", "env": sandbox.mode_variables(mode)}
+        return Forked(self, self.ask(request, fds=(channel.fileno(), log.fileno()))["pid"])
 
     def close(self):
         try:
@@ -383,25 +385,29 @@ class Forked:
 
 
 class Zygotes:
-    """The zygotes of one submission's grading, one per worker mode, each started when a check first needs it."""
+    """The zygotes of one submission's grading, each started when a check first needs it. Triton decorates its own
+    library once, for its interpreter or for its compiler, when it is imported: so one zygote forks the workers that
+    run kernels in the interpreter, and another (in the GPU's sandbox when grading on a GPU) those that compile them:
+    the GPU's, and the compile checks'."""
 
-    def __init__(self, submission, work):
-        self.submission, self.work = submission, work
+    def __init__(self, submission, work, mode):
+        self.submission, self.work, self.mode = submission, work, mode
         self.lock, self.locks, self.started = threading.Lock(), {}, {}
 
-    def get(self, mode, program_text):
+    def get(self, worker_mode, program_text):
         if os.environ.get("FA_ZYGOTE") == "0":  # FA_ZYGOTE=0: a new process per check
             return None
+        kind = "interpreter" if worker_mode == "interpreter" else "gpu" if self.mode == "gpu" else "compile"
         with self.lock:
-            lock = self.locks.setdefault(mode, threading.Lock())
-        with lock:  # the zygotes of different modes start side by side
-            if mode not in self.started:
+            lock = self.locks.setdefault(kind, threading.Lock())
+        with lock:  # the two zygotes start side by side
+            if kind not in self.started:
                 try:
-                    self.started[mode] = Zygote(mode, program_text, self.work / "submission", self.work / "logs",
+                    self.started[kind] = Zygote(kind, program_text, self.work / "submission", self.work / "logs",
                                                 self.submission.hidden)
                 except (ZygoteGone, OSError):
-                    self.started[mode] = None
-            return self.started[mode]
+                    self.started[kind] = None
+            return self.started[kind]
 
     def close(self):
         for zygote in list(self.started.values()):

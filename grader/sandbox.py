@@ -202,12 +202,20 @@ def environment(mode, home, reference_cache=None):
                 "HOME": str(home), "TMPDIR": "/tmp", "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
                 "TRITON_CACHE_DIR": str(Path(home) / ".triton" / "cache"),
                 "TRITON_CACHE_MANAGER": "triton_cache:SubmissionCache",
-                "FA_MODE": "structure" if mode == "compile" else mode, "FA_QUIET": "1",
-                "PYTHONPATH": os.pathsep.join(pythonpath)})
+                "FA_QUIET": "1", "PYTHONPATH": os.pathsep.join(pythonpath)})
     if reference_cache is not None:
         env.update(TRITON_CACHE_DIR=str(reference_cache), TRITON_CACHE_AUTOTUNING="1")
         env.pop("TRITON_CACHE_MANAGER")
-    env.pop("TRITON_INTERPRET", None)
-    if mode == "interpreter":
-        env["TRITON_INTERPRET"] = "1"  # before any kernel in the student's program is defined
+    for key, value in mode_variables(mode).items():
+        env.pop(key, None)
+        if value is not None:
+            env[key] = value
     return env
+
+
+def mode_variables(mode):
+    """The variables that make a worker one of `mode` (None: unset); a worker forked by a zygote of another mode sets
+    them itself, before it loads the program (worker.zygote)."""
+    return {"FA_MODE": "structure" if mode == "compile" else mode,
+            # read when a kernel is defined: set before any kernel in the student's program is
+            "TRITON_INTERPRET": "1" if mode == "interpreter" else None}

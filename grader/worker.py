@@ -628,6 +628,10 @@ def zygote(fd, mode):
                 try:
                     control.close()
                     os.setsid()
+                    for key, value in request.get("env", {}).items():  # the worker's mode (sandbox.mode_variables)
+                        os.environ.pop(key, None)
+                        if value is not None:
+                            os.environ[key] = value
                     os.dup2(log, 1)
                     os.dup2(log, 2)
                     os.close(log)
