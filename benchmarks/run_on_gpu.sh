@@ -68,7 +68,7 @@ for stage in "$@"; do
                   --jobs ${JOBS:-15} --trust-reference --lessons ${LESSONS:?name the lessons} \
                   ${REUSE:+--reuse-verdicts $REUSE} --save-verdicts "$OUT/verdicts_$arg.json" > "$OUT/mutants_$arg.log" 2>&1; tail -4 "$OUT/mutants_$arg.log" ;;
     stages)     timeout ${STAGES_TIMEOUT:-400} python3 benchmarks/grading_stages.py --mode gpu --repeat ${REPEAT:-1} \
-                  --skip nbgrader --title "${FA_COMMIT:-}" --out "$OUT/grading_stages_$arg.txt" \
+                  --skip nbgrader ${STAGES_SKIP:-} --title "${FA_COMMIT:-}" --out "$OUT/grading_stages_$arg.txt" \
                   --profile "$OUT/profile_$arg.jsonl" > "$OUT/stages_$arg.log" 2>&1; cat "$OUT/grading_stages_$arg.txt" ;;
     cli)        for lesson in ${LESSONS:-$(python3 -c "from grader.lessons import LESSONS; print(*LESSONS)")}; do
                   python3 -m grader fill "$lesson" --out "/tmp/$lesson.ipynb" > /dev/null

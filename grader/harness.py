@@ -196,6 +196,8 @@ class Context:
         self._reference = reference     # () -> a Worker running the reference solution (speed comparisons)
         self._quiet = quiet             # an Event set once the submission's other checks are done (None: no wait)
         self._warmed = set()
+        self._reference_jobs = None     # the reference worker's start and warm-ups, beside the check (one thread)
+        self._pending = []
         self.last_info = None
         self.last_args = None
 
@@ -263,24 +265,48 @@ class Context:
 
     def warm_up(self, name, *args, key="student", backward=False, **kwargs):
         """One untimed call of `name` (the student's, or the reference's with key="reference") on these inputs, once
-        per shape: Triton compiles and autotunes now, beside the other checks, and a timing later measures kernels."""
+        per shape: Triton compiles and autotunes now, beside the other checks, and a timing later measures kernels.
+        The reference's warm-ups run beside the student's (a thread of their own); the first timing waits for them."""
         shape = (key, name, backward, _shape_of(args), _shape_of(sorted(kwargs.items())))
         if shape in self._warmed:
             return
         self._warmed.add(shape)
-        worker = self._reference() if key == "reference" else self.worker
-        done = self._send("warm", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
-                          backward=backward)
-        if done is not None:
-            raise CheckFailed(text("bad_timing", self.language, name=name, what=wire.describe_type(done)))
+
+        def warm():
+            worker = self._reference() if key == "reference" else self.worker
+            done = self._send("warm", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
+                              backward=backward)
+            if done is not None:
+                raise CheckFailed(text("bad_timing", self.language, name=name, what=wire.describe_type(done)))
+        if key == "reference":
+            self._pending.append(self._reference_side().submit(warm))
+        else:
+            warm()
+
+    def _reference_side(self):
+        if self._reference_jobs is None:
+            self._reference_jobs = ThreadPoolExecutor(1, thread_name_prefix=f"reference-{self.check.id}")
+        return self._reference_jobs
+
+    def _settle_reference(self):
+        """Wait for the reference's start and warm-ups running beside the check: their errors are the check's."""
+        pending, self._pending = self._pending, []
+        for job in pending:
+            job.result()
+
+    def finish(self):
+        """The check is over: let the reference's thread end before its worker is closed."""
+        if self._reference_jobs is not None:
+            self._reference_jobs.shutdown(wait=True, cancel_futures=True)
 
     def bench(self, name, *args, key="student", backward=False, **kwargs):
         """Milliseconds of one call of `name` (the student's, or with key="reference" the reference solution's, timed
         in a worker of its own that never ran student code), once every other check is done."""
-        worker = self._reference() if key == "reference" else self.worker
         self.warm_up(name, *args, key=key, backward=backward, **kwargs)
+        self._settle_reference()
         if self._quiet is not None:
             self._quiet.wait()
+        worker = self._reference() if key == "reference" else self.worker
         ms = self._send("bench", worker=worker, name=name, args=list(args), kwargs=kwargs, key="student",
                         backward=backward)
         if type(ms) not in (int, float) or not ms > 0:
@@ -311,8 +337,8 @@ class Context:
         return self.best_times(timing("student"), timing("reference"), slowdown_allowed, rounds)
 
     def load_reference(self):
-        """Start the reference solution's worker now (before timings, so its start is not timed)."""
-        self._reference()
+        """Start the reference solution's worker now, beside the check's other work (its start is never timed)."""
+        self._pending.append(self._reference_side().submit(self._reference))
 
     def aot(self, kernel, signature, constexprs, capabilities=(80, 90), **options):
         shared = self._send("aot", kernel=kernel, signature=signature, constexprs=constexprs,
@@ -571,7 +597,11 @@ def _judge_check(lesson, check, mode, submission, seeds, work, source_nb, progre
         for run, seed in enumerate(seeds, 1):
             try:
                 ctx_mode = "interpreter" if check.interpreted else mode  # its inputs: on the CPU, interpreter-sized
-                note = check.fn(Context(lesson, check, ctx_mode, worker, seed, program, reference, language, quiet))
+                ctx = Context(lesson, check, ctx_mode, worker, seed, program, reference, language, quiet)
+                try:
+                    note = check.fn(ctx)
+                finally:
+                    ctx.finish()
             except CheckFailed as failure:
                 failures.append(f"{failure}" + text("seed", language, seed=seed))
             if progress:

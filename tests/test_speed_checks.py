@@ -108,3 +108,53 @@ def test_lesson04_speed_check_forgives_one_noisy_measurement_only():
 
     assert ratio_check(lambda key, causal, backward, call: 4.0 if key == "student" and call == 0 else 1.0) == 1.0
     assert ratio_check(lambda key, causal, backward, call: 4.0 if key == "student" else 1.0) == 0.25
+
+
+def test_the_reference_warms_up_beside_the_student_and_timing_waits_for_the_other_checks(tmp_path, mode):
+    """A speed check starts with the others: the reference's worker starts and warms up in a thread of its own while
+    the student's warms up, and no timing begins before the reference is ready and every other check is done."""
+    import threading
+    import time
+    from grader import notebook
+    from grader.harness import Context, source_path
+    from grader.lessons.lesson00_setup import lesson as lesson00
+    from grader.processes import Worker
+    import torch
+    source = notebook.read(source_path("00_setup"))
+    workers = []
+
+    def start(name):
+        w = Worker(mode, notebook.reference_program(source), tmp_path / name, tmp_path / "logs")
+        assert "ok" in w.request("load", {"key": "student", "path": w.program_path}, timeout=120)
+        workers.append(w)
+        return w
+
+    reference_worker = []
+
+    def reference():
+        if not reference_worker:
+            reference_worker.append(start("reference"))
+        return reference_worker[0]
+
+    quiet = threading.Event()
+    check = next(c for c in lesson00.checks if c.id == "softmax_power_of_two")
+    ctx = Context(lesson00, check, mode, start("submission"), 0, reference=reference, quiet=quiet)
+    x = torch.randn(4, 64)
+    try:
+        ctx.load_reference()
+        ctx.warm_up("softmax", x, key="reference")
+        ctx.warm_up("softmax", x)
+        timed = []
+        timer = threading.Thread(target=lambda: timed.append(ctx.bench_against_reference("softmax", x,
+                                                                                         slowdown_allowed=100)))
+        timer.start()
+        time.sleep(1.0)
+        assert not timed, "timed before the other checks were done"
+        quiet.set()
+        timer.join(120)
+        student, reference_ms = timed[0]
+        assert student > 0 and reference_ms > 0 and len(workers) == 2
+    finally:
+        ctx.finish()
+        for w in workers:
+            w.close()
