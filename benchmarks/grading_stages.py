@@ -11,7 +11,8 @@ Rows, each the median of --repeat runs where it is cheap:
   judge import            python -c "import grader.harness" (torch, Triton, the grader)
   sandbox                 bubblewrap around a Python that does nothing
   worker, new process     a sandboxed worker ready to load a submission (python, torch, Triton imported)
-  worker, forked          the same, forked from a zygote that imported them once
+  zygote start            a zygote ready to fork workers (what a submission's first check waits for)
+  worker, forked          a worker forked from it (on a GPU with a CUDA context of its own)
   load                    executing a reference solution's program in a ready worker
   lesson LESSON           grading the lesson's reference solution (python -m grader check's work), with the sums of
                           its checks' time (FA_PROFILE): worker starts, loads, Triton compiles, the learner's and the
@@ -32,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import harness, notebook, sandbox  # noqa: E402
+from grader import harness, notebook, processes, sandbox  # noqa: E402
 from grader.__main__ import reference_notebook  # noqa: E402
 from tests.conftest import LESSONS  # noqa: E402
 
@@ -75,12 +76,14 @@ def profile_sums(path, lesson):
         seconds, compiling = entry["seconds"], entry["compiling"]
         if entry["what"] == "check":
             sums["checks"] += seconds
+        elif entry["what"] == "zygote":  # started while the checks that need it wait (their "judge" time holds it)
+            sums[f"zygote start ({entry['mode']}, waited for)"] += seconds
         elif entry["what"] == "start":
             sums[f"{entry['side']} start"] += seconds
         else:
             sums["compile"] += compiling
             sums[f"{entry['side']} {entry['what']}"] += seconds - compiling
-    worker = sum(v for k, v in sums.items() if k != "checks")
+    worker = sum(v for k, v in sums.items() if k != "checks" and not k.startswith("zygote"))
     sums["judge"] = sums["checks"] - worker  # inputs, references, comparisons, waiting for a slot
     return sums
 
@@ -135,18 +138,17 @@ def main():
         program = notebook.reference_program(notebook.read(harness.source_path(lesson)))
 
         def worker(zygote=None):
-            return harness.Worker(args.mode, program, work / "w", work / "logs", zygote=zygote)
+            return processes.Worker(args.mode, program, work / "w", work / "logs", zygote=zygote)
 
         row("worker, new process", median_seconds(lambda: worker().close(), args.repeat),
             "sandbox + python + torch + Triton" + (" + CUDA" if args.mode == "gpu" else ""))
-        zygote_class = getattr(harness, "Zygote", None)
-        try:
-            zygote = zygote_class(args.mode, program, work / "w", work / "logs")
-        except Exception as error:  # a zygote for this mode does not exist in this version of the grader
-            row("worker, forked", 0.0, f"no zygote in mode {args.mode}: {error}"[:100])
-        else:
-            row("worker, forked", median_seconds(lambda: worker(zygote).close(), args.repeat), "from a zygote")
-            zygote.close()
+        started = time.perf_counter()
+        zygote = processes.Zygote(args.mode, program, work / "w", work / "logs")
+        row("zygote start", time.perf_counter() - started, "sandbox + python + torch + Triton + what a first call "
+            "imports (never CUDA)")
+        row("worker, forked", median_seconds(lambda: worker(zygote).close(), args.repeat),
+            "from the zygote" + (" + CUDA" if args.mode == "gpu" else ""))
+        zygote.close()
         ready = worker()
         row(f"load ({lesson})", median_seconds(
             lambda: ready.request("load", {"key": "student", "path": ready.program_path}, timeout=120), args.repeat))

@@ -448,7 +448,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     needed = runnable if any(c not in runnable for c in wanted) else [c for c in wanted if c in runnable]
     results = {}
     work = Path(tempfile.mkdtemp(prefix=f"grade-{lesson_id}-"))
-    zygotes = Zygotes(submission, work, mode)
+    zygotes = Zygotes(submission, work, mode, lesson=lesson_id)
     hangs = Hangs()
 
     def grade(check, quiet=None):

@@ -390,8 +390,8 @@ class Zygotes:
     run kernels in the interpreter, and another (in the GPU's sandbox when grading on a GPU) those that compile them:
     the GPU's, and the compile checks'."""
 
-    def __init__(self, submission, work, mode):
-        self.submission, self.work, self.mode = submission, work, mode
+    def __init__(self, submission, work, mode, lesson=None):
+        self.submission, self.work, self.mode, self.lesson = submission, work, mode, lesson
         self.lock, self.locks, self.started = threading.Lock(), {}, {}
 
     def get(self, worker_mode, program_text):
@@ -402,11 +402,14 @@ class Zygotes:
             lock = self.locks.setdefault(kind, threading.Lock())
         with lock:  # the two zygotes start side by side
             if kind not in self.started:
+                began = time.monotonic()
                 try:
                     self.started[kind] = Zygote(kind, program_text, self.work / "submission", self.work / "logs",
                                                 self.submission.hidden)
                 except (ZygoteGone, OSError):
                     self.started[kind] = None
+                Timings.record(lesson=self.lesson, check=f"zygote ({kind})", side="submission", mode=kind,
+                               what="zygote", seconds=round(time.monotonic() - began, 4), compiling=0.0)
             return self.started[kind]
 
     def close(self):

@@ -15,6 +15,7 @@ slowest notebook. Exits 1 if any grade is wrong. Not a pytest file: it takes min
 """
 import argparse
 import concurrent.futures as futures
+import json
 import os
 import sys
 import time
@@ -42,7 +43,8 @@ CRASH = ("00_setup", "out_of_bounds_store")  # graded first in its shard: an ill
 
 
 def submissions(lesson, course, mode):
-    """[(student, notebook, expectation)]; expectation: "full", "zero" or the set of checks that must fail.
+    """[(student, notebook, expectation)]; expectation: "full", "zero" or (the checks that must fail, those that must
+    pass) of a wrong submission (tests/mutants: Mutant.expected).
     Mistakes that show only on a GPU (a CPU mask on a CUDA tensor) are left out in the other modes."""
     release = classroom.release(course, lesson)
     reference = notebook.filled(release, notebook.read(source_path(lesson)))
@@ -55,7 +57,7 @@ def submissions(lesson, course, mode):
         path = mutants.write(lesson, by_name[name], Path(course) / f"{name}.ipynb")
         # the crash sorts first ("a_"), so every other student of its shard is graded after it
         student = ("a_" if (lesson, name) == CRASH else "wrong_") + name
-        found.append((student, notebook.read(path), set(by_name[name].caught_by)))
+        found.append((student, notebook.read(path), by_name[name].expected(mode)))
     if lesson == CRASH[0]:
         found.append(("z_reference_after_the_crash", reference, "full"))
     return found
@@ -70,7 +72,8 @@ def shard_count(course, lesson):
 
 
 def check_grades(course, lesson, expected):
-    """[(student, score, max, ok, why)] from the lesson's gradebook."""
+    """[(student, score, max, ok, why)] from the lesson's gradebook; a grade that is not what it must be says why, with
+    the first message of a check it lost that it should have kept."""
     from nbgrader.api import Gradebook
     rows = []
     with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
@@ -78,20 +81,42 @@ def check_grades(course, lesson, expected):
             try:
                 sub = gb.find_submission(lesson, student)
             except Exception:
-                rows.append((student, None, None, False, "not graded"))
+                rows.append((student, None, None, False, "not graded" + first_failure(course, student, lesson)))
                 continue
-            grades = {g.name.removeprefix("test_"): g.score for nb in sub.notebooks for g in nb.grades}
+            grades = {g.name.removeprefix("test_"): (g.score, g.max_score) for nb in sub.notebooks for g in nb.grades}
             score, top = sub.score, sub.max_score
             if expectation == "full":
                 ok, why = score == top, "reference: full marks"
             elif expectation == "zero":
                 ok, why = score == 0, "untouched: 0"
             else:
-                kept = sorted(c for c in expectation if grades.get(c, 0) > 0)
-                ok = not kept and score < top
-                why = f"loses {', '.join(sorted(expectation))}" + (f" (but kept {kept})" if kept else "")
+                caught, passes = expectation
+                kept = sorted(c for c in caught if (grades.get(c) or (0, 0))[0] > 0)
+                lost = sorted(c for c in passes if c in grades and grades[c][0] < grades[c][1])
+                ok = not kept and not lost and score < top
+                why = f"loses {', '.join(sorted(caught))}" + (f" (but kept {kept})" if kept else "") + (
+                    f" (but lost {lost}, which it must pass)" if lost else "")
+            if not ok:
+                why += first_failure(course, student, lesson)
             rows.append((student, score, top, ok, why))
     return rows
+
+
+def first_failure(course, student, lesson):
+    """The first failing check's message in a graded notebook, or nbgrader's failure for that student (shard.json)."""
+    shard = Path(course) / "shard.json"
+    if shard.exists():
+        failure = json.loads(shard.read_text()).get("failures", {}).get(student)
+        if failure:
+            return f" [nbgrader: {str(failure)[:300]}]"
+    graded = Path(course) / "autograded" / student / lesson / f"{lesson}.ipynb"
+    if graded.exists():
+        for cell in notebook.read(graded).cells:
+            for output in cell.get("outputs", []) if notebook.is_test(cell) else []:
+                text = output.get("text", "") + output.get("evalue", "")
+                if "❌" in text or output.get("output_type") == "error":
+                    return f" [{' '.join(text.split())[:300]}]"
+    return ""
 
 
 def main():
