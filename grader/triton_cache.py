@@ -11,12 +11,10 @@ grader/sandbox.py for every worker that runs student code). Lives beside worker.
 """
 import fcntl
 import os
-import sysconfig
 import tempfile
 
 from triton.runtime.cache import FileCacheManager
 
-EXTENSION = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 _PRIVATE = {}  # pid -> this process's folder for native modules (a fork gets a new one)
 
 
@@ -34,7 +32,7 @@ class SubmissionCache(FileCacheManager):
         self.compiling = None  # the lock file held while this process compiles the kernel of this key
 
     def _native(self, filename):
-        return filename.endswith(EXTENSION) or filename.endswith(".so")
+        return filename.endswith(".so")  # an extension module: EXT_SUFFIX ends so on Linux
 
     def _make_path(self, filename):
         if self._native(filename):

@@ -421,34 +421,29 @@ class Session:
                 "stores_past_end": watch_mode.stores_past_end(), "out_of_bounds": out_of_bounds}
         return [out, grads, info]
 
+    def _one_call(self, name, args, kwargs, key, backward):
+        """A function that makes one call of `name` (and, with `backward`, its gradients): what warm and bench run."""
+        import torch
+        fn = self._function(key, name)
+        if not backward:
+            return lambda: fn(*args, **kwargs)
+        args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        grad = torch.randn_like(fn(*args, **kwargs))
+        return lambda: torch.autograd.grad(fn(*args, **kwargs), inputs, grad)
+
     def warm(self, name, args, kwargs, key="student", backward=False):
         """One call of `name` (and its backward), untimed: Triton compiles and autotunes now, so that a timing later
         measures only the kernels (a speed check warms up beside the other checks and times once they are done)."""
         import torch
-        fn = self._function(key, name)
-        if backward:
-            args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-                    for a in args]
-            out = fn(*args, **kwargs)
-            torch.autograd.grad(out, [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad],
-                                torch.ones_like(out))
-        else:
-            fn(*args, **kwargs)
+        self._one_call(name, args, kwargs, key, backward)()
         if self.device == "cuda":
             torch.cuda.synchronize()
         return None
 
     def bench(self, name, args, kwargs, key="student", backward=False, reps=None):
         """Median milliseconds of one call (forward, or forward+backward), timed on this device."""
-        import torch
-        fn = self._function(key, name)
-        if backward:
-            args = [a.requires_grad_(True) if isinstance(a, torch.Tensor) else a for a in args]
-            out = fn(*args, **kwargs)
-            grad = torch.randn_like(out)
-            run = lambda: torch.autograd.grad(fn(*args, **kwargs), [a for a in args if isinstance(a, torch.Tensor)], grad)
-        else:
-            run = lambda: fn(*args, **kwargs)
+        run = self._one_call(name, args, kwargs, key, backward)
         if self.device == "cuda":
             import triton.testing
             return float(triton.testing.do_bench(run, warmup=25, rep=reps or 100))
