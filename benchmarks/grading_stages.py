@@ -64,6 +64,18 @@ def run(argv, env=None):
         raise SystemExit(f"{argv[:3]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
 
 
+def cpu_seconds():
+    """CPU seconds the whole machine has been busy (user, nice, system, irq, softirq; /proc/stat): with nothing else
+    running, what grading costs in CPU, the sandboxes' processes included (a killed sandbox's processes are never
+    waited for, so getrusage would not see them)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[:7])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def profile_sums(path, lesson):
     """{stage: check-seconds} of one lesson's grading from FA_PROFILE's lines (harness.Timings)."""
     sums = collections.Counter()
@@ -78,6 +90,8 @@ def profile_sums(path, lesson):
             sums["checks"] += seconds
         elif entry["what"] == "zygote":  # started while the checks that need it wait (their "judge" time holds it)
             sums[f"zygote start ({entry['mode']}, waited for)"] += seconds
+            for step, step_seconds in entry.get("steps", {}).items():  # inside the zygote: what took its time
+                sums[f"zygote {entry['mode']}: {step}"] += step_seconds
         elif entry["what"] == "start":
             sums[f"{entry['side']} start"] += seconds
         else:
@@ -161,15 +175,19 @@ def main():
         for lesson in args.lessons:
             path = work / f"{lesson}.ipynb"
             notebook.write(reference_notebook(lesson), path)
-            started = time.perf_counter()
+            started, cpu_before = time.perf_counter(), cpu_seconds()
             report = harness.run_lesson(lesson, path, args.mode)
             seconds = time.perf_counter() - started
+            cpu = cpu_seconds() - cpu_before
             total += seconds
             sums = profile_sums(profile, lesson)
             parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1])
-                              if k != "checks" and v >= 0.5)
+                              if k != "checks" and not k.startswith("zygote ") and v >= 0.5)
+            zygote = ", ".join(f"{k.removeprefix('zygote ')} {v:.1f}" for k, v in sums.items()
+                               if k.startswith("zygote ") and "waited" not in k)
             row(f"lesson {lesson}", seconds, f"{report.score:g}/{report.max_score:g}, {len(report.tests)} checks; "
-                f"check-seconds {sums['checks']:.0f}: {parts}")
+                f"CPU {cpu:.0f} s (the machine's, busy); check-seconds {sums['checks']:.0f}: "
+                f"{parts}" + (f"; inside its zygotes: {zygote}" if zygote else ""))
         row("course (the lessons above, one after another)", total)
         os.environ.pop("FA_PROFILE", None)
 

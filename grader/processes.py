@@ -311,10 +311,13 @@ class Zygote:
         self.process = _launch(mode, scratch, place, self.contained, hidden, child, self.log, "--zygote", mode)
         child.close()
         try:
-            self._receive(timeout=120)  # {"ready": pid}: torch and Triton imported
+            ready = self._receive(timeout=120)  # {"ready": pid, "steps": {step: seconds}}: torch and Triton imported
         except ZygoteGone:
             self.close()
             raise
+        steps = ready.get("steps") if type(ready) is dict else None
+        # what the zygote says it spent, for FA_PROFILE only (never trusted: it is a number in a report)
+        self.steps = {str(k)[:40]: v for k, v in steps.items() if type(v) in (int, float)} if type(steps) is dict else {}
 
     def _receive(self, timeout):
         self.conn.settimeout(timeout)
@@ -409,7 +412,8 @@ class Zygotes:
                 except (ZygoteGone, OSError):
                     self.started[kind] = None
                 Timings.record(lesson=self.lesson, check=f"zygote ({kind})", side="submission", mode=kind,
-                               what="zygote", seconds=round(time.monotonic() - began, 4), compiling=0.0)
+                               what="zygote", seconds=round(time.monotonic() - began, 4), compiling=0.0,
+                               steps=getattr(self.started[kind], "steps", {}))
             return self.started[kind]
 
     def close(self):

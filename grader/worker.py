@@ -604,9 +604,9 @@ def zygote(fd, mode):
     a fork: each forked worker makes its own), so every forked worker starts as clean as a new process, without the
     seconds a new Python spends importing. Requests on FD are one JSON message each (a SOCK_SEQPACKET socket);
     "fork" carries the new worker's socket and log file as file descriptors."""
-    prepare_imports(mode)
+    steps = prepare_imports(mode)
     control = socket.socket(fileno=fd)
-    control.send(json.dumps({"ready": os.getpid()}).encode())
+    control.send(json.dumps({"ready": os.getpid(), "steps": steps}).encode())
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 2)
@@ -658,27 +658,47 @@ def prepare_imports(mode):
     """Everything a worker's first call would import or build, done once in the zygote: torch and Triton, the watch
     modes of Session.call (which import torch._dynamo: seconds), and on a GPU machine Triton's compiler and its
     driver helpers (a C module it builds on first use) loaded without initialising CUDA, which each forked worker
-    does for itself."""
+    does for itself. Returns the seconds of each step ({step: seconds}: what FA_PROFILE records of a zygote)."""
+    steps, began = {}, time.monotonic()
+    try:  # from the process's start (exec) to here: python and what worker.py imports at its top (torch, via wire)
+        ticks = int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19])
+        steps["python, worker.py's imports"] = round(
+            float(open("/proc/uptime").read().split()[0]) - ticks / os.sysconf("SC_CLK_TCK"), 3)
+    except (OSError, ValueError, IndexError):
+        pass
+
+    def step(name):
+        nonlocal began
+        now = time.monotonic()
+        steps[name] = round(now - began, 3)
+        began = now
+
     import torch
+    step("torch (the rest)")
     try:
         import triton.language  # noqa: F401
         from triton.runtime import interpreter  # noqa: F401
     except Exception:
         pass
+    step("triton")
     watch, largest = _watchers()
     with largest, watch:
         torch.ones(2).softmax(0)
+    step("watch modes (torch._dynamo)")
     if mode == "gpu":
         try:
             import triton.compiler  # noqa: F401
             import triton.testing  # noqa: F401
             from triton.backends.nvidia import compiler, driver  # noqa: F401
+            step("triton compiler")
             driver.CudaUtils()  # built (or read from the cache) and loaded here, once; no CUDA call
             driver.CudaUtils.__init__ = lambda self: None  # a singleton: a forked worker keeps the loaded module
+            step("driver helpers (C compiler)")
         except Exception:
             pass  # a worker builds them itself, as a new process does
     if torch.cuda.is_initialized():  # a fork could not use CUDA: refuse to be a zygote (the judge starts new processes)
         raise RuntimeError("CUDA was initialised while preparing the zygote")
+    return steps
 
 
 def _reap(pid, timeout):
