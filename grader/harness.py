@@ -431,8 +431,9 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     every run does): how the reference solutions are shown to pass with any seed (`grader check --repeat 20`).
     `progress(check_id, run, runs, failed)` is called after each run of a check (a long --repeat shows progress).
     `jobs`: how many checks run at once (default `grading_jobs(mode)`); `log` is called as each check finishes."""
-    from . import lessons
+    from . import bytecode, lessons
     lesson = lessons.get(lesson_id)
+    bytecode.warm(mode)  # once per environment, where it has no Python bytecode (grader/bytecode.py)
     source_nb = notebook.read(source_path(lesson_id))
     submitted = notebook.read(notebook_path)
     program, cell_problems = notebook.student_program(submitted, source_nb)

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import sandbox, wire
+from . import bytecode, sandbox, wire
 from .messages import text
 
 
@@ -117,7 +117,7 @@ def _launch(mode, scratch, place, contained, hidden, channel, log, *flags, refer
     argv = [sys.executable, str(place / "worker" / "worker.py"), str(channel.fileno()), *flags]
     cache = sandbox.reference_cache_dir() if reference else None
     inside_cache = (sandbox.REFERENCE_CACHE_INSIDE if contained else cache) if reference else None
-    env = sandbox.environment(mode, place / "home", reference_cache=inside_cache)
+    env = sandbox.environment(mode, place / "home", reference_cache=inside_cache, contained=contained)
     if contained:
         argv, env = sandbox.command(argv, scratch, env, gpu=mode == "gpu", hidden=hidden,
                                     reference_cache=cache), {}
@@ -406,6 +406,7 @@ class Zygotes:
         with lock:  # the two zygotes start side by side
             if kind not in self.started:
                 began = time.monotonic()
+                bytecode.warm(self.mode)  # once per environment: what a zygote imports, compiled by the judge
                 try:
                     self.started[kind] = Zygote(kind, program_text, self.work / "submission", self.work / "logs",
                                                 self.submission.hidden)

@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import bytecode
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_FILES = [Path(__file__).resolve().parent / name for name in ("worker.py", "wire.py", "triton_cache.py")]
 INSIDE = Path("/sandbox")                        # where the scratch folder appears inside the sandbox
@@ -58,19 +60,44 @@ def _probe(bwrap):
 def _gpu_probe(bwrap):
     """None when a process in the sandbox can use the GPU (its device nodes bound), else why not. On a machine where
     it cannot (a device layout this sandbox does not know), GPU grading must not fail every check: status() then
-    grades uncontained, and says so."""
+    grades uncontained, and says so. The probe (a sandboxed Python that imports torch and makes a CUDA context: seconds)
+    runs once per boot, driver and environment: a success is remembered in the judge's cache (_gpu_probe_stamp)."""
+    stamp = _gpu_probe_stamp(bwrap)
+    if stamp is not None and stamp.exists():
+        return None
     with tempfile.TemporaryDirectory() as folder:
         argv = [sys.executable, "-c", "import torch; torch.zeros(1, device='cuda').add_(1); torch.cuda.synchronize()"]
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", **{k: v for k, v in os.environ.items()
                                                           if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}}
-        env.update(PYTHONPATH=environment("gpu", "/tmp")["PYTHONPATH"])
+        env.update({k: v for k, v in environment("gpu", "/tmp").items() if k in ("PYTHONPATH", "PYTHONPYCACHEPREFIX")})
         try:
             done = subprocess.run(command(argv, folder, env, gpu=True), capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as error:
             return f"the GPU cannot be used inside bwrap here ({error})"
     if done.returncode != 0:
         return f"the GPU cannot be used inside bwrap here ({done.stderr.strip().splitlines()[-1:] or done.returncode})"
+    if stamp is not None:
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            stamp.write_text("the GPU worked inside bwrap\n")
+        except OSError:
+            pass
     return None
+
+
+def _gpu_probe_stamp(bwrap):
+    """The file that says the GPU probe passed, named after what its answer depends on: this boot, the NVIDIA driver,
+    the device nodes, bwrap and the Python environment. Written by the judge only (no sandbox shows this folder);
+    None where the boot or the driver cannot be read (the probe then runs every time)."""
+    import hashlib
+    try:
+        facts = [Path("/proc/sys/kernel/random/boot_id").read_text(), Path("/proc/driver/nvidia/version").read_text()]
+    except OSError:
+        return None
+    facts += sorted(glob.glob("/dev/nvidia*")) + [str(bwrap), sys.executable, sys.prefix]
+    key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:24]
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flash-attention-course" / \
+        f"gpu-sandbox-ok-{key}"
 
 
 def status(mode=None):
@@ -170,6 +197,9 @@ def command(argv, scratch, env, gpu, hidden=(), reference_cache=None):
         if any(m == d or m in d.parents for m in masked):
             args += ["--ro-bind", str(d), str(d)]
     args += ["--bind", str(scratch), str(INSIDE), "--chdir", str(INSIDE)]
+    if bytecode.in_use():  # the environment's bytecode, which only the judge writes (grader/bytecode.py)
+        bytecode.sandbox_dir().mkdir(parents=True, exist_ok=True)
+        args += ["--ro-bind", str(bytecode.sandbox_dir()), str(bytecode.INSIDE)]
     if reference_cache is not None:
         args += ["--bind", str(reference_cache), str(REFERENCE_CACHE_INSIDE)]
     for name in ("submission.py", "worker"):  # read-only inside: the worker's code, the program it runs
@@ -191,10 +221,11 @@ def prepare(scratch, program_text):
     (scratch / "submission.py").write_text(program_text, encoding="utf-8")
 
 
-def environment(mode, home, reference_cache=None):
+def environment(mode, home, reference_cache=None, contained=True):
     """The worker's whole environment: a short allow-list of the judge's, and the grading mode's variables. Triton's
     cache is the scratch home's, managed by triton_cache.SubmissionCache; a reference worker's is `reference_cache`
-    (its path as the worker sees it), where autotuning results are kept too."""
+    (its path as the worker sees it), where autotuning results are kept too. Python reads the environment's bytecode
+    from grader/bytecode.py's folder where the environment has none (read-only in the sandbox: command())."""
     env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
     pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                   if p and Path(p).resolve() != ROOT and ROOT not in Path(p).resolve().parents]
@@ -203,6 +234,8 @@ def environment(mode, home, reference_cache=None):
                 "TRITON_CACHE_DIR": str(Path(home) / ".triton" / "cache"),
                 "TRITON_CACHE_MANAGER": "triton_cache:SubmissionCache",
                 "FA_QUIET": "1", "PYTHONPATH": os.pathsep.join(pythonpath)})
+    if bytecode.in_use():
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode.INSIDE if contained else bytecode.sandbox_dir())
     if reference_cache is not None:
         env.update(TRITON_CACHE_DIR=str(reference_cache), TRITON_CACHE_AUTOTUNING="1")
         env.pop("TRITON_CACHE_MANAGER")
