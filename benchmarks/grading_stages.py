@@ -76,6 +76,13 @@ def cpu_seconds():
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def judge_cpu_seconds():
+    """CPU seconds of this process: the judge (its threads make inputs, float64 references and comparisons)."""
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
 def profile_sums(path, lesson):
     """{stage: check-seconds} of one lesson's grading from FA_PROFILE's lines (harness.Timings)."""
     sums = collections.Counter()
@@ -86,7 +93,9 @@ def profile_sums(path, lesson):
         if entry["lesson"] != lesson:
             continue
         seconds, compiling = entry["seconds"], entry["compiling"]
-        if entry["what"] == "check":
+        if entry["what"] == "cpu":  # CPU seconds of a zygote and every worker it forked (processes.Zygotes.close)
+            sums["cpu: zygotes and their workers"] += seconds
+        elif entry["what"] == "check":
             sums["checks"] += seconds
         elif entry["what"] == "zygote":  # started while the checks that need it wait (their "judge" time holds it)
             sums[f"zygote start ({entry['mode']}, waited for)"] += seconds
@@ -97,7 +106,7 @@ def profile_sums(path, lesson):
         else:
             sums["compile"] += compiling
             sums[f"{entry['side']} {entry['what']}"] += seconds - compiling
-    worker = sum(v for k, v in sums.items() if k != "checks" and not k.startswith("zygote"))
+    worker = sum(v for k, v in sums.items() if k != "checks" and not k.startswith(("zygote", "cpu")))
     sums["judge"] = sums["checks"] - worker  # inputs, references, comparisons, waiting for a slot
     return sums
 
@@ -175,19 +184,19 @@ def main():
         for lesson in args.lessons:
             path = work / f"{lesson}.ipynb"
             notebook.write(reference_notebook(lesson), path)
-            started, cpu_before = time.perf_counter(), cpu_seconds()
+            started, cpu_before, judge_before = time.perf_counter(), cpu_seconds(), judge_cpu_seconds()
             report = harness.run_lesson(lesson, path, args.mode)
             seconds = time.perf_counter() - started
-            cpu = cpu_seconds() - cpu_before
+            cpu, judge_cpu = cpu_seconds() - cpu_before, judge_cpu_seconds() - judge_before
             total += seconds
             sums = profile_sums(profile, lesson)
             parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1])
-                              if k != "checks" and not k.startswith("zygote ") and v >= 0.5)
+                              if k != "checks" and not k.startswith(("zygote ", "cpu")) and v >= 0.5)
             zygote = ", ".join(f"{k.removeprefix('zygote ')} {v:.1f}" for k, v in sums.items()
                                if k.startswith("zygote ") and "waited" not in k)
             row(f"lesson {lesson}", seconds, f"{report.score:g}/{report.max_score:g}, {len(report.tests)} checks; "
-                f"CPU {cpu:.0f} s (the machine's, busy); check-seconds {sums['checks']:.0f}: "
-                f"{parts}" + (f"; inside its zygotes: {zygote}" if zygote else ""))
+                f"CPU {cpu:.0f} s (the machine's, busy; the judge's {judge_cpu:.0f}, the submission's zygotes and "
+                f"workers' {sums['cpu: zygotes and their workers']:.0f}); check-seconds {sums['checks']:.0f}: {parts}" + (f"; inside its zygotes: {zygote}" if zygote else ""))
         row("course (the lessons above, one after another)", total)
         os.environ.pop("FA_PROFILE", None)
 

@@ -482,6 +482,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
                 quiet.set()
             for job in timing:
                 job.result()
+            zygotes.record_cpu()  # FA_PROFILE only
     finally:
         zygotes.close()
         shutil.rmtree(work, ignore_errors=True)

@@ -417,6 +417,23 @@ class Zygotes:
                                steps=getattr(self.started[kind], "steps", {}))
             return self.started[kind]
 
+    def record_cpu(self):
+        """FA_PROFILE: the CPU seconds of each zygote and of every worker it forked and reaped (all of them, once the
+        checks are done). Asked while the threads that started the zygotes still run: bwrap's --die-with-parent ends a
+        sandbox when the thread that started it ends."""
+        if not os.environ.get("FA_PROFILE"):
+            return
+        for kind, zygote in list(self.started.items()):
+            if zygote is None:
+                continue
+            try:
+                usage = zygote.ask({"op": "usage"}, timeout=5)
+            except ZygoteGone:
+                continue
+            seconds = sum(v for v in usage.values() if type(v) in (int, float)) if type(usage) is dict else 0
+            Timings.record(lesson=self.lesson, check=f"zygote ({kind})", side="submission", mode=kind, what="cpu",
+                           seconds=round(seconds, 2), compiling=0.0)
+
     def close(self):
         for zygote in list(self.started.values()):
             if zygote is not None:

@@ -647,6 +647,10 @@ def zygote(fd, mode):
             except (ProcessLookupError, PermissionError):
                 pass
             reply = {}
+        elif request["op"] == "usage":  # CPU seconds of the zygote and of the workers it has reaped (FA_PROFILE)
+            import resource
+            own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            reply = {"self": own.ru_utime + own.ru_stime, "workers": children.ru_utime + children.ru_stime}
         elif request["op"] == "wait":  # the worker's exit code (-N: killed by signal N), or None while it runs
             reply = {"code": _reap(request["pid"], request["timeout"])}
         else:

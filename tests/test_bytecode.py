@@ -109,3 +109,16 @@ def test_a_reference_graded_with_it_gets_full_marks(cache, tmp_path):
     notebook.write(reference_notebook("00_setup"), path)
     report = run_lesson("00_setup", path, "interpreter")
     assert report.score == report.max_score, [t.message for t in report.tests if not t.passed]
+
+
+def test_the_judge_starts_without_the_iri_grammar_and_still_validates_notebooks():
+    """grader/__init__.py keeps jsonschema from building rfc3987-syntax's IRI grammar (1.3 s of a judge's start on the
+    H200); nbformat still validates a notebook, and a broken one still fails."""
+    import subprocess
+    code = ("import sys, grader, nbformat; nb = nbformat.v4.new_notebook(); nbformat.validate(nb); "
+            "nb.cells.append({'cell_type': 'code'})\n"
+            "try:\n    nbformat.validate(nb); print('accepted')\nexcept nbformat.ValidationError:\n    print('refused')\n"
+            "print(sys.modules.get('rfc3987_syntax', 'absent'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused", "None"]
