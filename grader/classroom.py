@@ -329,10 +329,19 @@ def _failures(log, course, lesson):
     return failures
 
 
-def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None):
+def shard_threads(shards_at_once):
+    """CPU threads for each process of one of `shards_at_once` shards graded side by side on this machine: its cores
+    shared out, at least one. torch and OpenMP give every process one thread per core by default; a class of twelve
+    judges (and their workers) with sixteen threads each on sixteen cores spends its CPU switching and spinning."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // max(1, shards_at_once))
+
+
+def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, threads=None):
     """Autograde every count-th student of the plan (from `index`) in a private copy of the course and its gradebook.
     Safe to run at the same time as the other shards: nothing is shared but read-only inputs. Writes the shard's
-    students and nbgrader's failures into the shard folder, for merge_shards; returns the students it graded."""
+    students and nbgrader's failures into the shard folder, for merge_shards; returns the students it graded.
+    `threads` (shard_threads) caps the CPU threads of its processes (OMP_NUM_THREADS, unless that is set already)."""
     course, shard = Path(course), shard_dir(course, index)
     mine = shard_students(course, lesson, index, count, force)
     shutil.rmtree(shard, ignore_errors=True)
@@ -347,6 +356,8 @@ def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None):
         env = {"CUDA_VISIBLE_DEVICES": str(gpu)} if gpu is not None else {}
         if mode:
             env["FA_GRADING_MODE"] = mode
+        if threads and not os.environ.get("OMP_NUM_THREADS"):
+            env["OMP_NUM_THREADS"] = str(threads)  # torch in the judge, and in its workers (sandbox.PASSED_ENV)
         done = autograde(shard, lesson, extra_env=env, check=False)
         failures = _failures(done.stderr + done.stdout, shard, lesson)
         for student in mine:
@@ -462,8 +473,8 @@ def autograde_class(course, lesson, jobs=1, gpus=None, force=False, log=print):
         except Exception:
             gpus = 0
     with ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(grade_shard, course, lesson, i, jobs, (i % gpus) if gpus else None, force, mode)
-                   for i in range(jobs)]
+        futures = [pool.submit(grade_shard, course, lesson, i, jobs, (i % gpus) if gpus else None, force, mode,
+                               shard_threads(jobs)) for i in range(jobs)]
         for f in futures:
             f.result()  # re-raise a shard's failure (a broken course folder, not a submission)
     return merge_shards(course, lesson, jobs)

@@ -161,7 +161,8 @@ def main():
     def grade(task):
         lesson, index, count_shards = task
         t0 = time.time()
-        graded = classroom.grade_shard(courses[lesson], lesson, index, count_shards)
+        graded = classroom.grade_shard(courses[lesson], lesson, index, count_shards,
+                                       threads=classroom.shard_threads(args.parallel))
         return graded, time.time() - t0
 
     def row(lesson, student, score, top, ok, why):

@@ -54,3 +54,28 @@ def test_a_regrade_draws_the_same_inputs_and_an_edit_draws_new_ones(tmp_path, mo
     cell.source += "\n# an edit\n"
     notebook.write(nb, path)
     assert seed_of_failure() != first
+
+
+def test_shards_side_by_side_share_the_cores_out(tmp_path, monkeypatch):
+    """Each of N shards graded at once gets cores // N CPU threads (OMP_NUM_THREADS for its nbgrader, judge and
+    workers); one the instructor set is kept."""
+    lesson = "00_setup"
+    course = classroom.new_course(tmp_path / "course", [lesson])
+    release = classroom.release(course, lesson)
+    for student in ("ada", "bob"):
+        classroom.submit(course, student, lesson, release)
+    seen = []
+
+    def autograde(shard, lesson, extra_env=None, check=True):
+        seen.append(dict(extra_env or {}))
+        return type("Done", (), {"stdout": "", "stderr": "", "returncode": 0})()
+
+    monkeypatch.setattr(classroom, "autograde", autograde)
+    monkeypatch.setattr(classroom.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert classroom.shard_threads(12) == 1 and classroom.shard_threads(2) == 8 and classroom.shard_threads(40) == 1
+    classroom.grade_shard(course, lesson, 0, 2, threads=classroom.shard_threads(2))
+    assert seen[-1]["OMP_NUM_THREADS"] == "8"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    classroom.grade_shard(course, lesson, 0, 2, threads=classroom.shard_threads(2))
+    assert "OMP_NUM_THREADS" not in seen[-1]  # the instructor's 3 passes on unchanged, from the environment
