@@ -47,8 +47,8 @@ def in_use():
 
 
 def cache_dir():
-    folder = os.environ.get("FA_BYTECODE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") \
-        / "flash-attention-course" / "bytecode"
+    from .sandbox import course_cache_dir  # (sandbox imports this module at its top)
+    folder = os.environ.get("FA_BYTECODE_CACHE") or course_cache_dir() / "bytecode"
     return Path(folder).resolve()
 
 

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import bytecode, sandbox, wire
+from . import sandbox, wire
 from .messages import text
 
 
@@ -406,7 +406,6 @@ class Zygotes:
         with lock:  # the two zygotes start side by side
             if kind not in self.started:
                 began = time.monotonic()
-                bytecode.warm(self.mode)  # once per environment: what a zygote imports, compiled by the judge
                 try:
                     self.started[kind] = Zygote(kind, program_text, self.work / "submission", self.work / "logs",
                                                 self.submission.hidden)

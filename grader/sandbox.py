@@ -96,8 +96,7 @@ def _gpu_probe_stamp(bwrap):
         return None
     facts += sorted(glob.glob("/dev/nvidia*")) + [str(bwrap), sys.executable, sys.prefix]
     key = hashlib.sha256("\n".join(facts).encode()).hexdigest()[:24]
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flash-attention-course" / \
-        f"gpu-sandbox-ok-{key}"
+    return course_cache_dir() / f"gpu-sandbox-ok-{key}"
 
 
 def status(mode=None):
@@ -115,14 +114,18 @@ def status(mode=None):
     return problem is None, problem or "bubblewrap"
 
 
+def course_cache_dir():
+    """The judge's cache folder (~/.cache/flash-attention-course, under XDG_CACHE_HOME where that is set)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flash-attention-course"
+
+
 def reference_cache_dir():
     """The Triton cache of the reference solutions' workers (FA_REFERENCE_CACHE, else ~/.cache/flash-attention-course/
     reference-triton): kept between grading runs, so a class compiles the reference's kernels once. Only reference
     workers, which never run student code, see it (read and write); a worker that runs student code never does, not
     even where it lies inside a folder that sandbox shows (command() hides it), since it holds the reference's
     kernels compiled."""
-    folder = os.environ.get("FA_REFERENCE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") \
-        / "flash-attention-course" / "reference-triton"
+    folder = os.environ.get("FA_REFERENCE_CACHE") or course_cache_dir() / "reference-triton"
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
