@@ -86,6 +86,7 @@ def judge_cpu_seconds():
 def profile_sums(path, lesson):
     """{stage: check-seconds} of one lesson's grading from FA_PROFILE's lines (harness.Timings)."""
     sums = collections.Counter()
+    specialisations = set()
     if not Path(path).exists():
         return sums
     for line in Path(path).read_text().splitlines():
@@ -94,19 +95,24 @@ def profile_sums(path, lesson):
             continue
         seconds, compiling = entry["seconds"], entry["compiling"]
         if entry["what"] == "cpu":  # CPU seconds of a zygote and every worker it forked (processes.Zygotes.close)
-            sums["cpu: zygotes and their workers"] += seconds
+            sums["cpu: the judge" if entry["side"] == "judge" else "cpu: zygotes and their workers"] += seconds
         elif entry["what"] == "check":
             sums["checks"] += seconds
         elif entry["what"] == "zygote":  # started while the checks that need it wait (their "judge" time holds it)
             sums[f"zygote start ({entry['mode']}, waited for)"] += seconds
             for step, step_seconds in entry.get("steps", {}).items():  # inside the zygote: what took its time
                 sums[f"zygote {entry['mode']}: {step}"] += step_seconds
+        elif entry["what"] == "compile":  # one kernel's compile (or load from the submission's cache), already
+            sums["compiles (kernels)"] += 1  # counted in its request's `compiling`
+            specialisations.add((entry["side"], entry["kernel"], entry["key"]))
         elif entry["what"] == "start":
             sums[f"{entry['side']} start"] += seconds
         else:
             sums["compile"] += compiling
             sums[f"{entry['side']} {entry['what']}"] += seconds - compiling
-    worker = sum(v for k, v in sums.items() if k != "checks" and not k.startswith(("zygote", "cpu")))
+    if specialisations:
+        sums["compiles (distinct kernel specialisations)"] = len(specialisations)
+    worker = sum(v for k, v in sums.items() if k != "checks" and not k.startswith(("zygote", "cpu", "compiles (")))
     sums["judge"] = sums["checks"] - worker  # inputs, references, comparisons, waiting for a slot
     return sums
 
@@ -191,7 +197,10 @@ def main():
             total += seconds
             sums = profile_sums(profile, lesson)
             parts = ", ".join(f"{k} {v:.0f}" for k, v in sorted(sums.items(), key=lambda kv: -kv[1])
-                              if k != "checks" and not k.startswith(("zygote ", "cpu")) and v >= 0.5)
+                              if k != "checks" and not k.startswith(("zygote ", "cpu", "compiles (")) and v >= 0.5)
+            if sums["compiles (kernels)"]:
+                parts += (f"; {sums['compiles (kernels)']:.0f} kernels compiled or loaded from the submission's "
+                          f"cache, {sums['compiles (distinct kernel specialisations)']:.0f} distinct")
             zygote = ", ".join(f"{k.removeprefix('zygote ')} {v:.1f}" for k, v in sums.items()
                                if k.startswith("zygote ") and "waited" not in k)
             row(f"lesson {lesson}", seconds, f"{report.score:g}/{report.max_score:g}, {len(report.tests)} checks; "

@@ -86,7 +86,7 @@ for stage in "$@"; do
     seeds)      timeout ${SEEDS_TIMEOUT:-300} python3 tests/fresh_seeds.py --mode gpu --repeat ${REPEAT:-20} --jobs ${JOBS:-6} \
                   --out "$OUT/fresh_seeds_gpu.txt" > "$OUT/seeds.log" 2>&1 ;;
     class)      timeout ${CLASS_TIMEOUT:-580} python3 tests/class_scale.py --out /tmp/class --parallel ${JOBS:-10} > "$OUT/class_scale.log" 2>&1
-                cp /tmp/class/class_scale.txt "$OUT/" 2>/dev/null ;;
+                cp /tmp/class/class_scale.txt "$OUT/" 2>/dev/null; cp /tmp/class/profile.jsonl "$OUT/class_profile.jsonl" 2>/dev/null ;;
     *)          echo "unknown stage $stage" ;;
   esac
   echo "stage $stage: $(( $(date +%s) - start )) s" | tee -a "$OUT/gpu.txt"

@@ -433,6 +433,7 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
     `jobs`: how many checks run at once (default `grading_jobs(mode)`); `log` is called as each check finishes."""
     from . import bytecode, lessons
     lesson = lessons.get(lesson_id)
+    judge_cpu = _own_cpu_seconds()
     bytecode.warm(mode)  # once per environment, where it has no Python bytecode (grader/bytecode.py)
     source_nb = notebook.read(source_path(lesson_id))
     submitted = notebook.read(notebook_path)
@@ -483,6 +484,8 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
             for job in timing:
                 job.result()
             zygotes.record_cpu()  # FA_PROFILE only
+            Timings.record(lesson=lesson_id, check="judge", side="judge", mode=mode, what="cpu",
+                           seconds=round(_own_cpu_seconds() - judge_cpu, 2), compiling=0.0)
     finally:
         zygotes.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -494,6 +497,13 @@ def run_lesson(lesson_id, notebook_path, mode, only=None, log=None, timeout=None
                 log(results[check.id])
         report.tests.append(results[check.id])
     return report
+
+
+def _own_cpu_seconds():
+    """CPU seconds of this process, all its threads (FA_PROFILE: the judge's own share of a lesson's grading)."""
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 UNRUNNABLE_RULE = text("unrunnable_rule")  # the notebooks quote it (lesson 00's "How grading feedback reads")

@@ -257,10 +257,13 @@ class Worker:
             if not ready:
                 continue
             reply = wire.decode(wire.recv_message(self.conn, MAX_REPLY_BYTES, max(1.0, started + timeout - now)))
-            if type(reply) is dict and set(reply) == {"progress"} and reply["progress"] in ("compiling", "compiled"):
+            if (type(reply) is dict and reply.get("progress") in ("compiling", "compiled")
+                    and set(reply) <= {"progress", "kernel", "key"}):
                 if reply["progress"] == "compiling" and compiling_since is None:
                     compiling_since = time.monotonic()
                 elif reply["progress"] == "compiled" and compiling_since is not None:
+                    self._timed("compile", time.monotonic() - compiling_since, time.monotonic() - compiling_since,
+                                kernel=str(reply.get("kernel"))[:100], key=str(reply.get("key"))[:600])
                     paused += time.monotonic() - compiling_since
                     self.compiling = paused
                     compiling_since = None

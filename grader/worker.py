@@ -308,8 +308,8 @@ class Session:
             notify("compiling")
             try:
                 return original(self, *args, **kwargs)
-            finally:
-                notify("compiled")
+            finally:  # which kernel and which specialisation (args[0], Triton's key): FA_PROFILE counts the compiles
+                notify("compiled", getattr(self, "__name__", "?"), str(args[0] if args else "")[:600])
         JITFunction._do_compile = _do_compile
         return True
 
@@ -565,7 +565,8 @@ def main(fd):
         try:
             if op == "start":
                 session = Session(request["mode"], request.get("language", "en"),
-                                  notify=lambda event: wire.send_message(channel, wire.encode({"progress": event})))
+                                  notify=lambda event, *about: wire.send_message(channel, wire.encode(
+                                      {"progress": event, **({"kernel": about[0], "key": about[1]} if about else {})})))
                 reply = {"ok": {"reports_compiles": session.reports_compiles}}
             elif op == "stop":
                 wire.send_message(channel, wire.encode({"ok": None}))

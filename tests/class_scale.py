@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from grader import classroom, notebook, notebook_setup  # noqa: E402
 from grader.harness import source_path  # noqa: E402
 from tests import mutants  # noqa: E402
+from benchmarks.grading_stages import cpu_seconds  # noqa: E402
 from tests.conftest import LESSONS  # noqa: E402
 # wrong submissions per lesson (tests/mutants names); each must lose the points of its `caught_by` checks
 WRONG = {
@@ -119,6 +120,30 @@ def first_failure(course, student, lesson):
     return ""
 
 
+def cpu_account(profile, cpu, wall):
+    """Where the class's CPU went: the machine's busy seconds (/proc/stat) against what its cores could give, and per
+    lesson the judges' own CPU, the submissions' zygotes and workers' and their Triton compiles (FA_PROFILE)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    lines = [f"CPU: the machine was busy {cpu:.0f} CPU-seconds of the {cores * wall:.0f} its {cores} cores could give "
+             f"({cpu / (cores * wall):.0%}); the rest is nbgrader, its kernels, the reference workers and the system"]
+    per = {}
+    for line in profile.read_text().splitlines() if profile.exists() else []:
+        entry = json.loads(line)
+        row = per.setdefault(entry["lesson"], {"judge": 0.0, "workers": 0.0, "compiles": 0, "compile s": 0.0,
+                                               "distinct": set()})
+        if entry["what"] == "cpu":
+            row["judge" if entry["side"] == "judge" else "workers"] += entry["seconds"]
+        elif entry["what"] == "compile" and entry["side"] == "submission":
+            row["compiles"] += 1
+            row["compile s"] += entry["seconds"]
+            row["distinct"].add((entry["kernel"], entry["key"]))
+    for lesson, row in sorted(per.items()):
+        lines.append(f"  {lesson:<24} judges {row['judge']:6.0f} CPU-s, submissions' zygotes and workers "
+                     f"{row['workers']:6.0f} CPU-s; {row['compiles']} submission kernels compiled or loaded "
+                     f"({row['compile s']:.0f} s), {len(row['distinct'])} distinct")
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
@@ -156,7 +181,10 @@ def main():
         count_shards = shard_count(courses[lesson], lesson)
         tasks += [(lesson, i, count_shards) for i in range(count_shards)]
     timings = {}
-    grading_started = time.time()
+    profile = out / "profile.jsonl"  # every judge's and zygote's CPU, every compile (FA_PROFILE, harness.Timings)
+    profile.unlink(missing_ok=True)
+    os.environ["FA_PROFILE"] = str(profile)
+    grading_started, cpu_started = time.time(), cpu_seconds()
 
     def grade(task):
         lesson, index, count_shards = task
@@ -197,7 +225,8 @@ def main():
                 order.append(f"graded one after another in {lesson} shard {index}: "
                              + " -> ".join(student for _, student in graded))
         classroom.merge_shards(course, lesson, shard_count(course, lesson))
-    wall = time.time() - grading_started
+    wall, cpu = time.time() - grading_started, cpu_seconds() - cpu_started
+    os.environ.pop("FA_PROFILE", None)
 
     bad = 0  # the final verdicts come from the merged gradebooks
     log.append(f"\n{'lesson':<24} {'student':<36} {'score':>9}  {'shard s':>8}  verdict")
@@ -212,6 +241,7 @@ def main():
                f"minute ({args.parallel} at once); {bad} wrong grades")
     if slowest:
         log.append(f"slowest notebook: {slowest[1][0]} / {slowest[1][1]}, {slowest[0]:.0f} s (its own nbgrader run)")
+    log += cpu_account(profile, cpu, wall)
     text = "\n".join(log)
     print(text)
     (out / "class_scale.txt").write_text(text + "\n")
