@@ -454,8 +454,9 @@ class Session:
             times.append((time.perf_counter() - started) * 1e3)
         return sorted(times)[len(times) // 2]
 
-    def _compiled(self, kernel, signature, constexprs, capability, num_warps=4, num_stages=None):
-        """The student's kernel compiled by Triton for a real GPU of this capability (no GPU needed)."""
+    def _compiled(self, kernel, signature, constexprs, capability, num_warps=4, num_stages=None, until="llir"):
+        """The student's kernel compiled by Triton for a real GPU of this capability (no GPU needed), as far as the
+        stage `until`: {"shared": bytes of shared memory, "asm": {stage: IR text}}."""
         import triton
         from triton.backends.compiler import GPUTarget
         fn = self._function("student", kernel)
@@ -467,21 +468,83 @@ class Session:
         if num_stages:
             options["num_stages"] = num_stages
         source = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-        return triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
+        return compile_until(source, GPUTarget("cuda", capability, 32), options, until)
 
     def aot(self, kernel, signature, constexprs, capabilities, num_warps=4, num_stages=None):
         """Compile a kernel ahead of time for real GPUs; returns {capability: shared memory bytes}."""
-        return {str(cc): int(self._compiled(kernel, signature, constexprs, cc, num_warps, num_stages).metadata.shared)
+        return {str(cc): int(self._compiled(kernel, signature, constexprs, cc, num_warps, num_stages)["shared"])
                 for cc in capabilities}
 
     def ttir(self, kernel, signature, constexprs, capability=90, num_warps=4, num_stages=None):
         """The kernel's Triton IR (before any lowering to the GPU) as text: the judge reads in it, say, whether an
         offset is computed in 64-bit integers."""
-        return str(self._compiled(kernel, signature, constexprs, capability, num_warps, num_stages).asm["ttir"])
+        compiled = self._compiled(kernel, signature, constexprs, capability, num_warps, num_stages, until="ttir")
+        return compiled["asm"]["ttir"]
 
     def where(self, filename, lineno):
         text = self.programs.get(filename)
         return None if text is None else cell_and_line(text, lineno, self.language)
+
+
+class _CompileStopped(Exception):
+    """Raised in place of the first stage after the last one a check reads (compile_until)."""
+
+
+class _NoCache:
+    """A cache manager that keeps nothing: a compile stopped half way must never be found as a whole one."""
+    def __init__(self, key, override=False, dump=False):
+        pass
+
+    def get_file(self, filename):
+        return None
+
+    def put(self, data, filename, binary=True):
+        return filename
+
+    def get_group(self, filename):
+        return None
+
+    def put_group(self, filename, group):
+        pass
+
+
+def compile_until(source, target, options, until):
+    """triton.compile of `source` for `target`, stopped after the stage `until` ("ttir", "ttgir" or "llir"):
+    {"shared": shared memory in bytes (known from "llir" on), "asm": {stage: IR text}}. What the checks read is there
+    by then; PTX and ptxas, about half of a compile's seconds, are skipped. Nothing is cached. A Triton without the
+    stage hook (knobs.runtime.add_stages_inspection_hook, Triton 3.5+) compiles the whole kernel instead."""
+    import triton
+    knobs = getattr(triton, "knobs", None)
+    if knobs is None or not hasattr(getattr(knobs, "runtime", None), "add_stages_inspection_hook"):
+        compiled = triton.compile(source, target=target, options=options)
+        text = {stage: ir for stage, ir in compiled.asm.items() if isinstance(ir, str)}
+        return {"shared": compiled.metadata.shared, "asm": text}
+    asm = {}
+
+    def keep(stage, make):
+        def run(module, metadata):
+            module = make(module, metadata)
+            asm[stage] = str(module)
+            return module
+        return run
+
+    def stop(module, metadata):
+        raise _CompileStopped(metadata)
+
+    def truncate(backend, stages, options, language, capability):
+        names = list(stages)
+        last = names.index(until) if until in names else len(names) - 1
+        for position, stage in enumerate(names):
+            stages[stage] = keep(stage, stages[stage]) if position <= last else stop
+
+    with knobs.runtime.scope(), knobs.cache.scope():
+        knobs.runtime.add_stages_inspection_hook = truncate
+        knobs.cache.manager_class = _NoCache
+        try:
+            triton.compile(source, target=target, options=options)
+        except _CompileStopped as stopped:
+            return {"shared": stopped.args[0].get("shared", 0), "asm": asm}
+    raise RuntimeError(f"Triton compiled past the stage {until}")  # the hook was not called
 
 
 # The worker's own words, in each edition's language (this file cannot import the grader's messages).

@@ -113,3 +113,42 @@ def test_the_reference_cache_is_hidden_from_every_submission_sandbox(tmp_path, m
                                                reference_cache=sandbox.reference_cache_dir()),
                                capture_output=True, text=True).stdout
     assert "answer.ttir" in reference, reference
+
+
+STOPPED = textwrap.dedent('''
+    import json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    import triton, triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from grader.worker import compile_until
+
+    @triton.jit
+    def tile_sum(X, Y, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(Y + offs, tl.sum(tl.load(X + offs[:, None] * BLOCK + offs[None, :]), axis=0))
+
+    source = triton.compiler.ASTSource(fn=tile_sum, signature={"X": "*fp16", "Y": "*fp16", "BLOCK": "constexpr"},
+                                       constexprs={"BLOCK": 64})
+    llir = compile_until(source, GPUTarget("cuda", 90, 32), {"num_warps": 4}, "llir")
+    ttir = compile_until(source, GPUTarget("cuda", 90, 32), {"num_warps": 4}, "ttir")
+    cached = sorted(os.listdir(os.environ["TRITON_CACHE_DIR"]))
+    whole = triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    print(json.dumps({"shared": [llir["shared"], whole.metadata.shared], "stages": [sorted(llir["asm"]), sorted(ttir["asm"])],
+                      "ttir_same": ttir["asm"]["ttir"] == whole.asm["ttir"], "cached_before_whole": cached}))
+''')
+
+
+def test_a_compile_check_stops_after_the_ir_it_reads(tmp_path):
+    """The compile checks (ctx.aot, ctx.ttir) stop Triton after the stage they read: the same shared memory and Triton
+    IR as a whole compile, no PTX or ptxas, and nothing in the cache that a whole compile could later take for its own."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "cache").mkdir()
+    script = tmp_path / "stopped.py"  # a file: Triton reads a kernel's source from it
+    script.write_text(STOPPED)
+    run = subprocess.run([sys.executable, str(script), str(ROOT)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["shared"][0] == got["shared"][1] > 0, got
+    assert got["stages"] == [["llir", "ttgir", "ttir"], ["ttir"]], got
+    assert got["ttir_same"], got
+    assert got["cached_before_whole"] == [], got
