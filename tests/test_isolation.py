@@ -209,7 +209,7 @@ def test_after_a_hang_every_other_call_of_that_function_gets_a_short_limit(monke
 
 def test_the_worker_reports_each_compile_also_one_that_fails(monkeypatch):
     """A GPU worker wraps Triton's compile step (JITFunction._do_compile) to tell the judge when it compiles; the
-    wrapper passes results and errors through unchanged."""
+    wrapper passes results and errors through unchanged, and names the kernel and its specialisation (FA_PROFILE)."""
     from triton.runtime.jit import JITFunction
     from grader import worker
     events = []
@@ -219,8 +219,8 @@ def test_the_worker_reports_each_compile_also_one_that_fails(monkeypatch):
             raise ValueError("a kernel that does not compile")
         return f"kernel for {key}"
     monkeypatch.setattr(JITFunction, "_do_compile", compile_step)
-    assert worker.Session._hook_compiles(events.append) is True
+    assert worker.Session._hook_compiles(lambda *event: events.append(event)) is True
     assert JITFunction._do_compile(None, "good") == "kernel for good"
     with pytest.raises(ValueError, match="does not compile"):
         JITFunction._do_compile(None, "bad")
-    assert events == ["compiling", "compiled", "compiling", "compiled"]
+    assert events == [("compiling",), ("compiled", "?", "good"), ("compiling",), ("compiled", "?", "bad")]
