@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import classroom, notebook, notebook_setup  # noqa: E402
+from grader import bytecode, classroom, notebook, notebook_setup  # noqa: E402
 from grader.harness import source_path  # noqa: E402
 from tests import mutants  # noqa: E402
 from benchmarks.grading_stages import cpu_seconds  # noqa: E402
@@ -120,6 +120,18 @@ def first_failure(course, student, lesson):
     return ""
 
 
+def timeline(spans, parallel, wall):
+    """When each shard started and ended (seconds from the start of grading), the last ones first: whether the class
+    waited for one long shard at its end (a critical path) or for a machine kept busy to the end."""
+    ended = sorted(spans.items(), key=lambda item: -item[1][1])
+    busy = sum(end - start for start, end, _ in spans.values())
+    lines = [f"shards: {len(spans)}, {busy:.0f} shard-seconds over {parallel} slots (an even spread would end at "
+             f"{busy / max(1, parallel):.0f} s; the class took {wall:.0f} s). The last to end:"]
+    for (lesson, index), (start, end, graded) in ended[:5]:
+        lines.append(f"  {lesson} shard {index} ({', '.join(graded) or 'nothing graded'}): {start:.0f} s -> {end:.0f} s")
+    return lines
+
+
 def cpu_account(profile, cpu, wall):
     """Where the class's CPU went: the machine's busy seconds (/proc/stat) against what its cores could give, and per
     lesson the judges' own CPU, the submissions' zygotes and workers' and their Triton compiles (FA_PROFILE)."""
@@ -152,6 +164,8 @@ def main():
                         help="lesson 00's crash and the reference graded after it, nothing else (a quick GPU run)")
     parser.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) - 2),
                         help="nbgrader autograde processes at once")
+    parser.add_argument("--cold", action="store_true",
+                        help="time the machine's one-time preparation (Python bytecode) inside the class run")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", message="Object of type")  # SQLAlchemy chatter while merging gradebooks
     out = Path(args.out)
@@ -180,7 +194,14 @@ def main():
     for lesson in sorted(courses, reverse=True):  # the slowest lessons start first
         count_shards = shard_count(courses[lesson], lesson)
         tasks += [(lesson, i, count_shards) for i in range(count_shards)]
-    timings = {}
+    if not args.cold:  # once per machine and environment (grader/bytecode.py), not a cost of this class
+        t0 = time.time()
+        for warm_mode in {mode, "interpreter"}:  # gpu mode's memory check runs in the interpreter
+            bytecode.warm(warm_mode)
+        log.append(f"the machine's one-time preparation (Python bytecode, grader/bytecode.py): {time.time() - t0:.0f} s,"
+                   " not counted below (--cold counts it)")
+        print(log[-1], flush=True)
+    timings, spans = {}, {}
     profile = out / "profile.jsonl"  # every judge's and zygote's CPU, every compile (FA_PROFILE, harness.Timings)
     profile.unlink(missing_ok=True)
     os.environ["FA_PROFILE"] = str(profile)
@@ -191,6 +212,7 @@ def main():
         t0 = time.time()
         graded = classroom.grade_shard(courses[lesson], lesson, index, count_shards,
                                        threads=classroom.shard_threads(args.parallel))
+        spans[(lesson, index)] = (t0 - grading_started, time.time() - grading_started, graded)
         return graded, time.time() - t0
 
     def row(lesson, student, score, top, ok, why):
@@ -241,6 +263,7 @@ def main():
                f"minute ({args.parallel} at once); {bad} wrong grades")
     if slowest:
         log.append(f"slowest notebook: {slowest[1][0]} / {slowest[1][1]}, {slowest[0]:.0f} s (its own nbgrader run)")
+    log += timeline(spans, args.parallel, wall)
     log += cpu_account(profile, cpu, wall)
     text = "\n".join(log)
     print(text)
