@@ -31,6 +31,7 @@ class WorkerGone(Exception):
 
 MAX_REPLY_BYTES = 1 << 31  # a reply larger than this is the check's failure, never the judge's
 _PREPARING = threading.Lock()
+REAP_POLL = 0.01  # seconds between two questions to a zygote about a worker that has not exited yet (Forked._code)
 
 # How long one call of the learner's code may run before the judge takes it for an endless loop: seconds of run
 # time, Triton's compile time not counted (the reference solutions' calls take 2 s at most in the interpreter, and
@@ -90,6 +91,7 @@ class Timings:
         path = os.environ.get("FA_PROFILE")
         if not path:
             return
+        fields.update(at=round(time.time(), 3), judge=os.getpid())  # when it ended, in which judge: a class's timeline
         with cls.lock, open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(fields) + "\n")
 
@@ -362,10 +364,18 @@ class Forked:
         self.zygote, self.pid, self.returncode = zygote, pid, None
 
     def _code(self, timeout):
-        try:
-            return self.zygote.ask({"op": "wait", "pid": self.pid, "timeout": timeout}, timeout=timeout + 30)["code"]
-        except ZygoteGone:
-            return -signal.SIGKILL  # the zygote's sandbox ended, and every process in it with it
+        """The exit code, or None once `timeout` seconds have passed with the worker still running. The zygote is asked
+        without waiting, again and again: it serves one request at a time, so a worker that takes seconds to exit
+        (its CUDA context torn down on a busy machine) must not hold every other check's fork behind its wait."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                code = self.zygote.ask({"op": "wait", "pid": self.pid, "timeout": 0})["code"]
+            except ZygoteGone:
+                return -signal.SIGKILL  # the zygote's sandbox ended, and every process in it with it
+            if code is not None or time.monotonic() >= deadline:
+                return code
+            time.sleep(REAP_POLL)
 
     def poll(self):
         if self.returncode is None:

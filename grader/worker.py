@@ -281,6 +281,24 @@ def inspect_parameters(fn):
     return inspect.signature(fn).parameters
 
 
+def _blocking_sync():
+    """Make this process sleep, not spin, while it waits for the GPU (CU_CTX_SCHED_BLOCKING_SYNC on the primary
+    context, set before torch creates it). A class grades dozens of workers at once on one GPU; each would otherwise
+    keep a core busy at every synchronize, cores that the other workers' Triton compiles need. FA_CUDA_SYNC=spin
+    keeps CUDA's default (spin while fewer contexts than cores)."""
+    if os.environ.get("FA_CUDA_SYNC", "blocking") != "blocking":
+        return
+    import ctypes
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        device = ctypes.c_int()
+        set_flags = getattr(cuda, "cuDevicePrimaryCtxSetFlags_v2", None) or cuda.cuDevicePrimaryCtxSetFlags
+        if cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(device), 0) == 0:
+            set_flags(device, 0x04)  # CU_CTX_SCHED_BLOCKING_SYNC
+    except (OSError, AttributeError):
+        pass  # no driver library here: torch reports the missing GPU in its own words
+
+
 class Session:
     def __init__(self, mode, language="en", notify=None):
         self.mode, self.language = mode, language
@@ -317,6 +335,7 @@ class Session:
     def _warm_up_gpu():
         """The CUDA context and Triton's driver helpers (a C module it builds on first use) before any call is timed."""
         import torch
+        _blocking_sync()
         torch.cuda.init()
         torch.empty(1, device="cuda")
         try:

@@ -132,6 +132,10 @@ def timeline(spans, parallel, wall):
     return lines
 
 
+def mean(values):
+    return sum(values) / len(values) if values else 0.0
+
+
 def cpu_account(profile, cpu, wall):
     """Where the class's CPU went: the machine's busy seconds (/proc/stat) against what its cores could give, and per
     lesson the judges' own CPU, the submissions' zygotes and workers' and their Triton compiles (FA_PROFILE)."""
@@ -142,8 +146,10 @@ def cpu_account(profile, cpu, wall):
     for line in profile.read_text().splitlines() if profile.exists() else []:
         entry = json.loads(line)
         row = per.setdefault(entry["lesson"], {"judge": 0.0, "workers": 0.0, "compiles": 0, "compile s": 0.0,
-                                               "distinct": set()})
-        if entry["what"] == "cpu":
+                                               "distinct": set(), "starts": []})
+        if entry["what"] == "start" and entry["side"] == "submission":
+            row["starts"].append(entry["seconds"])
+        elif entry["what"] == "cpu":
             row["judge" if entry["side"] == "judge" else "workers"] += entry["seconds"]
         elif entry["what"] == "compile" and entry["side"] == "submission":
             row["compiles"] += 1
@@ -152,7 +158,8 @@ def cpu_account(profile, cpu, wall):
     for lesson, row in sorted(per.items()):
         lines.append(f"  {lesson:<24} judges {row['judge']:6.0f} CPU-s, submissions' zygotes and workers "
                      f"{row['workers']:6.0f} CPU-s; {row['compiles']} submission kernels compiled or loaded "
-                     f"({row['compile s']:.0f} s), {len(row['distinct'])} distinct")
+                     f"({row['compile s']:.0f} s), {len(row['distinct'])} distinct; "
+                     f"{len(row['starts'])} worker starts, {mean(row['starts']):.1f} s each")
     return lines
 
 
