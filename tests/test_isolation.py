@@ -122,6 +122,41 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path, mode):
         zygote.close()
 
 
+def test_waiting_for_one_worker_never_holds_up_the_next_fork(tmp_path, mode):
+    """The zygote serves one request at a time. A worker slow to exit (its CUDA context torn down on a busy machine)
+    is waited for by the judge's polling (Forked._code), never inside the zygote: while one check waits seconds for
+    its worker, another check's worker still forks at once (in a class of twelve shards, forks queued behind such
+    waits took 13 to 18 s each)."""
+    import subprocess
+    import threading
+    import time
+    from grader.processes import Worker, Zygote
+    scratch, logs = tmp_path / "scratch", tmp_path / "logs"
+    zygote = Zygote(mode, ZYGOTE_PROGRAM, scratch, logs)
+    try:
+        alive = Worker(mode, ZYGOTE_PROGRAM, scratch, logs, zygote=zygote)  # idle: it will not exit by itself
+
+        def wait_for_it():
+            try:
+                alive.process.wait(timeout=8)  # what Worker.close does for a worker that does not exit at once
+            except subprocess.TimeoutExpired:
+                pass
+        waiting = threading.Thread(target=wait_for_it)
+        waiting.start()
+        time.sleep(0.5)
+        began = time.monotonic()
+        second = Worker(mode, ZYGOTE_PROGRAM, scratch, logs, zygote=zygote)
+        forked_in = time.monotonic() - began
+        assert type(second.process).__name__ == "Forked"
+        assert forked_in < 5, f"a fork waited {forked_in:.1f} s behind another worker's wait"
+        assert waiting.is_alive(), "the wait ended early: it no longer tests anything"
+        waiting.join()
+        for w in (alive, second):
+            w.close()
+    finally:
+        zygote.close()
+
+
 # ── hangs are bounded (issue 21): an endless loop costs its first check HANG_AFTER, every other call SHORT_AFTER_HANG ──
 PER_QUERY_WRAPPER = "def per_query_attention(q, k, v, sm_scale=None):\n"
 ENDLESS = Mutant("endless_loop", [(PER_QUERY_WRAPPER, PER_QUERY_WRAPPER + "    while True:\n        pass\n")],
