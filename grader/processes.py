@@ -364,13 +364,14 @@ class Forked:
         self.zygote, self.pid, self.returncode = zygote, pid, None
 
     def _code(self, timeout):
-        """The exit code, or None once `timeout` seconds have passed with the worker still running. The zygote is asked
-        without waiting, again and again: it serves one request at a time, so a worker that takes seconds to exit
-        (its CUDA context torn down on a busy machine) must not hold every other check's fork behind its wait."""
+        """The exit code, or None once `timeout` seconds have passed with the worker still running. The zygote answers
+        at once (worker._reap), so it is asked again and again: it serves one request at a time, and a worker that
+        takes seconds to exit (its CUDA context torn down on a busy machine) must not hold every other check's fork
+        behind its wait."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                code = self.zygote.ask({"op": "wait", "pid": self.pid, "timeout": 0})["code"]
+                code = self.zygote.ask({"op": "wait", "pid": self.pid})["code"]
             except ZygoteGone:
                 return -signal.SIGKILL  # the zygote's sandbox ended, and every process in it with it
             if code is not None or time.monotonic() >= deadline:
