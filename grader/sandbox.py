@@ -30,7 +30,8 @@ WORKER_FILES = [Path(__file__).resolve().parent / name for name in ("worker.py",
 INSIDE = Path("/sandbox")                        # where the scratch folder appears inside the sandbox
 REFERENCE_CACHE_INSIDE = Path("/reference-cache")  # where a reference worker sees the reference solutions' cache
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-PASSED_ENV = ("LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL", "TZ")
+PASSED_ENV = ("LD_LIBRARY_PATH", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LANG", "LC_ALL", "TZ",
+              "FA_CUDA_SYNC")  # the judge's choice of how GPU workers wait (worker._blocking_sync)
 PASSED_PREFIXES = ("CUDA_", "NVIDIA_", "TRITON_", "PYTORCH_", "TORCH_")
 class Unavailable(RuntimeError):
     pass

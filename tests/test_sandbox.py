@@ -181,6 +181,13 @@ def test_no_network_no_other_processes_no_judge_environment(worker, monkeypatch)
     assert "PYTHONPATH" in names and not any(n.startswith(("NBGRADER", "FA_GRADING", "PYTEST")) for n in names)
 
 
+def test_the_worker_environment_keeps_the_judges_gpu_wait_choice_and_nothing_else_of_its_own(monkeypatch, tmp_path):
+    monkeypatch.setenv("FA_CUDA_SYNC", "spin")
+    monkeypatch.setenv("FA_ANSWERS_DIR", "/judge/answers")
+    env = sandbox.environment("gpu", tmp_path)
+    assert env["FA_CUDA_SYNC"] == "spin" and "FA_ANSWERS_DIR" not in env
+
+
 def test_returned_objects_are_plain_data_and_never_run_in_the_judge(worker, tmp_path):
     marker = tmp_path / "marker"
     payload, fake, subclass, nested, text = call(worker[0], "payloads", str(marker))
