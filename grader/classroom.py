@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import notebook, notebook_setup
-from .harness import ROOT
+from .harness import ROOT, grading_jobs
 
 GRADER_DIR = Path(__file__).resolve().parent
 
@@ -337,11 +337,23 @@ def shard_threads(shards_at_once):
     return max(1, cores // max(1, shards_at_once))
 
 
-def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, threads=None):
+def shard_checks(shards_per_gpu):
+    """How many checks each of `shards_per_gpu` judges sharing one GPU runs at once (their FA_GRADING_JOBS): a lone
+    judge's number (harness.grading_jobs) shared out, at least 2. Every check runs in a worker with a CUDA context of
+    its own, and many contexts at once make each slow to create: on an H100 with 16 cores, twelve judges of 8 checks
+    each kept about 35 workers in uninterruptible sleep (inside the driver) and a worker took 15 s to start; with 2
+    checks each it took 2.5 s, and the class went from 15.3 to 18.0 submissions a minute
+    (benchmarks/h200/issue25/README.md)."""
+    return max(2, grading_jobs("gpu") // max(1, shards_per_gpu))
+
+
+def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, threads=None,
+                checks=None):
     """Autograde every count-th student of the plan (from `index`) in a private copy of the course and its gradebook.
     Safe to run at the same time as the other shards: nothing is shared but read-only inputs. Writes the shard's
     students and nbgrader's failures into the shard folder, for merge_shards; returns the students it graded.
-    `threads` (shard_threads) caps the CPU threads of its processes (OMP_NUM_THREADS, unless that is set already)."""
+    `threads` (shard_threads) caps the CPU threads of its processes (OMP_NUM_THREADS, unless that is set already);
+    `checks` (shard_checks, on a GPU) caps how many checks its judge runs at once (FA_GRADING_JOBS, the same way)."""
     course, shard = Path(course), shard_dir(course, index)
     mine = shard_students(course, lesson, index, count, force)
     shutil.rmtree(shard, ignore_errors=True)
@@ -358,6 +370,8 @@ def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, 
             env["FA_GRADING_MODE"] = mode
         if threads and not os.environ.get("OMP_NUM_THREADS"):
             env["OMP_NUM_THREADS"] = str(threads)  # torch in the judge, and in its workers (sandbox.PASSED_ENV)
+        if checks and not os.environ.get("FA_GRADING_JOBS"):
+            env["FA_GRADING_JOBS"] = str(checks)  # read by the judge (harness.grading_jobs) in nbgrader's kernel
         done = autograde(shard, lesson, extra_env=env, check=False)
         failures = _failures(done.stderr + done.stdout, shard, lesson)
         for student in mine:
@@ -472,9 +486,10 @@ def autograde_class(course, lesson, jobs=1, gpus=None, force=False, log=print):
             gpus = torch.cuda.device_count()
         except Exception:
             gpus = 0
+    checks = shard_checks(-(-jobs // gpus)) if mode == "gpu" and gpus else None  # shards per GPU, rounded up
     with ThreadPoolExecutor(jobs) as pool:
         futures = [pool.submit(grade_shard, course, lesson, i, jobs, (i % gpus) if gpus else None, force, mode,
-                               shard_threads(jobs)) for i in range(jobs)]
+                               shard_threads(jobs), checks) for i in range(jobs)]
         for f in futures:
             f.result()  # re-raise a shard's failure (a broken course folder, not a submission)
     return merge_shards(course, lesson, jobs)

@@ -178,7 +178,10 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     mode, reason = notebook_setup.detect_mode(os.environ.get("FA_GRADING_MODE", "auto"))
-    log = [f"# python tests/class_scale.py: mode {mode} ({reason}), {args.parallel} nbgrader processes at once"]
+    # one GPU: the judges share it as autograde_class shares each GPU (classroom.shard_checks)
+    checks = classroom.shard_checks(args.parallel) if mode == "gpu" else None
+    log = [f"# python tests/class_scale.py: mode {mode} ({reason}), {args.parallel} nbgrader processes at once"
+           + (f", {os.environ.get('FA_GRADING_JOBS') or checks} checks at once in each" if checks else "")]
     print(log[0], flush=True)
     started = time.time()
     courses, expected = {}, {}
@@ -218,7 +221,7 @@ def main():
         lesson, index, count_shards = task
         t0 = time.time()
         graded = classroom.grade_shard(courses[lesson], lesson, index, count_shards,
-                                       threads=classroom.shard_threads(args.parallel))
+                                       threads=classroom.shard_threads(args.parallel), checks=checks)
         spans[(lesson, index)] = (t0 - grading_started, time.time() - grading_started, graded)
         return graded, time.time() - t0
 

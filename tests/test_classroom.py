@@ -79,3 +79,50 @@ def test_shards_side_by_side_share_the_cores_out(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     classroom.grade_shard(course, lesson, 0, 2, threads=classroom.shard_threads(2))
     assert "OMP_NUM_THREADS" not in seen[-1]  # the instructor's 3 passes on unchanged, from the environment
+
+
+def test_judges_sharing_a_gpu_share_out_its_checks(tmp_path, monkeypatch):
+    """Twelve judges on one GPU run 2 checks at once each, not a lone judge's 8 (each check is a CUDA context: with
+    96 of them a worker took 15 s to start on an H100, 2.5 s with 24); two judges on two GPUs keep 8 each; an
+    instructor's FA_GRADING_JOBS wins; interpreter mode is left as it was."""
+    lesson = "00_setup"
+    course = classroom.new_course(tmp_path / "course", [lesson])
+    release = classroom.release(course, lesson)
+    for student in [f"s{i}" for i in range(12)]:
+        classroom.submit(course, student, lesson, release)
+    seen = []
+
+    def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, threads=None, checks=None):
+        seen.append((gpu, checks))
+        (classroom.shard_dir(course, index)).mkdir(parents=True, exist_ok=True)
+        (classroom.shard_dir(course, index) / "shard.json").write_text('{"students": [], "failures": {}}')
+        return []
+
+    def autograde(shard, lesson, extra_env=None, check=True):
+        seen.append(dict(extra_env or {}))
+        return type("Done", (), {"stdout": "", "stderr": "", "returncode": 0})()
+
+    monkeypatch.setattr(classroom.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    monkeypatch.delenv("FA_GRADING_JOBS", raising=False)
+    assert [classroom.shard_checks(n) for n in (1, 2, 4, 12, 40)] == [8, 4, 2, 2, 2]
+    monkeypatch.setattr(classroom, "grade_shard", grade_shard)
+    monkeypatch.setattr(classroom, "merge_shards", lambda course, lesson, count: {})
+    monkeypatch.setattr(classroom.notebook_setup, "detect_mode", lambda wanted: ("gpu", "test"))
+    classroom.autograde_class(course, lesson, jobs=12, gpus=1, force=True, log=lambda *a: None)
+    assert seen == [(0, 2)] * 12
+    seen.clear()
+    classroom.autograde_class(course, lesson, jobs=2, gpus=2, force=True, log=lambda *a: None)
+    assert seen == [(0, 8), (1, 8)]
+    seen.clear()
+    monkeypatch.setattr(classroom.notebook_setup, "detect_mode", lambda wanted: ("interpreter", "test"))
+    classroom.autograde_class(course, lesson, jobs=2, gpus=0, force=True, log=lambda *a: None)
+    assert seen == [(None, None)] * 2
+    monkeypatch.undo()  # the real grade_shard passes it on to nbgrader, unless the instructor chose already
+    monkeypatch.setattr(classroom, "autograde", autograde)
+    monkeypatch.delenv("FA_GRADING_JOBS", raising=False)
+    seen.clear()
+    classroom.grade_shard(course, lesson, 0, 12, checks=2)
+    assert seen[-1]["FA_GRADING_JOBS"] == "2"
+    monkeypatch.setenv("FA_GRADING_JOBS", "5")
+    classroom.grade_shard(course, lesson, 0, 12, checks=2)
+    assert "FA_GRADING_JOBS" not in seen[-1]
