@@ -56,6 +56,14 @@ def test_a_regrade_draws_the_same_inputs_and_an_edit_draws_new_ones(tmp_path, mo
     assert seed_of_failure() != first
 
 
+def recording_autograde(seen):
+    """A stand-in for classroom.autograde that grades nothing and records the environment each shard's nbgrader gets."""
+    def autograde(shard, lesson, extra_env=None, check=True):
+        seen.append(dict(extra_env or {}))
+        return type("Done", (), {"stdout": "", "stderr": "", "returncode": 0})()
+    return autograde
+
+
 def test_shards_side_by_side_share_the_cores_out(tmp_path, monkeypatch):
     """Each of N shards graded at once gets cores // N CPU threads (OMP_NUM_THREADS for its nbgrader, judge and
     workers); one the instructor set is kept."""
@@ -66,11 +74,7 @@ def test_shards_side_by_side_share_the_cores_out(tmp_path, monkeypatch):
         classroom.submit(course, student, lesson, release)
     seen = []
 
-    def autograde(shard, lesson, extra_env=None, check=True):
-        seen.append(dict(extra_env or {}))
-        return type("Done", (), {"stdout": "", "stderr": "", "returncode": 0})()
-
-    monkeypatch.setattr(classroom, "autograde", autograde)
+    monkeypatch.setattr(classroom, "autograde", recording_autograde(seen))
     monkeypatch.setattr(classroom.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert classroom.shard_threads(12) == 1 and classroom.shard_threads(2) == 8 and classroom.shard_threads(40) == 1
@@ -94,13 +98,7 @@ def test_judges_sharing_a_gpu_share_out_its_checks(tmp_path, monkeypatch):
 
     def grade_shard(course, lesson, index, count, gpu=None, force=False, mode=None, threads=None, checks=None):
         seen.append((gpu, checks))
-        (classroom.shard_dir(course, index)).mkdir(parents=True, exist_ok=True)
-        (classroom.shard_dir(course, index) / "shard.json").write_text('{"students": [], "failures": {}}')
         return []
-
-    def autograde(shard, lesson, extra_env=None, check=True):
-        seen.append(dict(extra_env or {}))
-        return type("Done", (), {"stdout": "", "stderr": "", "returncode": 0})()
 
     monkeypatch.setattr(classroom.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     monkeypatch.delenv("FA_GRADING_JOBS", raising=False)
@@ -118,7 +116,7 @@ def test_judges_sharing_a_gpu_share_out_its_checks(tmp_path, monkeypatch):
     classroom.autograde_class(course, lesson, jobs=2, gpus=0, force=True, log=lambda *a: None)
     assert seen == [(None, None)] * 2
     monkeypatch.undo()  # the real grade_shard passes it on to nbgrader, unless the instructor chose already
-    monkeypatch.setattr(classroom, "autograde", autograde)
+    monkeypatch.setattr(classroom, "autograde", recording_autograde(seen))
     monkeypatch.delenv("FA_GRADING_JOBS", raising=False)
     seen.clear()
     classroom.grade_shard(course, lesson, 0, 12, checks=2)
