@@ -200,10 +200,14 @@ def main():
     log.append(f"released {len(courses)} lessons and collected {count} submissions in {time.time() - started:.0f} s")
     print(log[-1], flush=True)
 
+    # Longest first, so that the class does not end waiting for a long shard started last: a shard of two students
+    # (the crash and the reference after it) before the shards of one, then the slowest lessons (the later ones).
     tasks = []
-    for lesson in sorted(courses, reverse=True):  # the slowest lessons start first
+    for lesson in courses:
         count_shards = shard_count(courses[lesson], lesson)
         tasks += [(lesson, i, count_shards) for i in range(count_shards)]
+    tasks.sort(key=lambda task: (len(classroom.shard_students(courses[task[0]], task[0], task[1], task[2])), task[0]),
+               reverse=True)
     if not args.cold:  # once per machine and environment (grader/bytecode.py), not a cost of this class
         t0 = time.time()
         for warm_mode in {mode, "interpreter"}:  # gpu mode's memory check runs in the interpreter
