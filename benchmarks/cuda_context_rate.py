@@ -3,13 +3,15 @@
     python3 -m benchmarks.cuda_context_rate [--counts 1 4 12 24 48] [--repeat 2]
 
 A grading worker is a fork of a zygote that imported torch but never touched CUDA (grader/worker.py); its start is
-the fork, the context (worker._blocking_sync, torch.cuda.init, a first tensor) and its first kernels. This forks K
+the fork, the context (worker._one_hardware_queue and _blocking_sync, torch.cuda.init, a first tensor) and its first
+kernels. This forks K
 such children at once and times each child's start, with every child alive until all have started (in a class the
 workers overlap the same way). If the rate (starts per second over the whole batch) stops growing with K, the
 driver hands out contexts one at a time, and a class is bounded by how many contexts its checks need, not by cores.
 
-Run with an environment variable set to compare driver settings, e.g. CUDA_DEVICE_MAX_CONNECTIONS=1 (fewer hardware
-queues per context) or CUDA_MODULE_LOADING=EAGER (every module loaded at context creation). `--fork-only` times the
+The workers' settings are the default here (one hardware queue per context); run with an environment variable set
+to compare others, e.g. CUDA_DEVICE_MAX_CONNECTIONS=8 (the driver's own default) or CUDA_MODULE_LOADING=EAGER (every
+module loaded at context creation). `--fork-only` times the
 same children with no CUDA at all (a CPU tensor op instead): what the fork and a first torch call cost by themselves.
 The cuInit column is the part of a context's time spent opening the driver (cuInit, before any context); the exit
 column is the time from releasing the batch until every child is reaped: the contexts' teardown.
@@ -37,6 +39,7 @@ def start_one():
     from grader import worker
     import torch
     started = time.perf_counter()
+    worker._one_hardware_queue()
     worker._blocking_sync()  # cuInit and the primary context's flags: the driver opened, no context yet
     driver = time.perf_counter()
     torch.cuda.init()
@@ -105,7 +108,8 @@ def main():
     parser.add_argument("--fork-only", action="store_true", help="no CUDA in the children: the fork's own cost")
     args = parser.parse_args()
     setting = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
-                       if k in ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "FA_CUDA_SYNC")) or "defaults"
+                       if k in ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING", "FA_CUDA_SYNC")) or \
+        "the workers' defaults (CUDA_DEVICE_MAX_CONNECTIONS=1)"
     what = "starts without CUDA (a CPU torch op)" if args.fork_only else "CUDA context starts"
     print(f"# {what} of forked workers, {setting}", flush=True)
     print(f"{'at once':>8} {'run':>4} {'batch s':>8} {'starts/s':>9} {'context s (mean, max)':>22} "

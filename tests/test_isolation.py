@@ -3,6 +3,8 @@
 Each check runs in its own process: these tests show that the process boundary alone holds, so they grade with
 the judge's static guard (structure.tampering) switched off; the last test shows that with it on, a patch of torch
 is refused before anything runs, with a message that says where."""
+import os
+
 import pytest
 
 from grader import structure
@@ -80,6 +82,9 @@ def kill_the_zygote():
 def cuda_sum():
     import torch
     return float(torch.ones(3, device="cuda").sum())
+
+def hardware_queues():
+    return os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")
 '''
 
 
@@ -106,6 +111,8 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path, mode):
         assert [call(first, "count"), call(first, "count"), call(second, "count")] == [1, 2, 1]
         if mode == "gpu":
             assert call(first, "cuda_sum") == call(second, "cuda_sum") == 3.0
+            expected = os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "1")  # worker._one_hardware_queue
+            assert call(first, "hardware_queues") == call(second, "hardware_queues") == expected
         with pytest.raises(WorkerGone, match="timed out after 3 s"):
             call(first, "hang", timeout=3)
         assert call(second, "count") == 2
@@ -116,6 +123,8 @@ def test_forked_workers_start_fresh_and_outlive_their_zygote(tmp_path, mode):
             pass  # it dies with the zygote's sandbox, at once or at its next request
         fourth = worker()  # the zygote is gone: a new process
         assert type(fourth.process).__name__ == "Popen" and call(fourth, "count") == 1
+        if mode == "gpu":
+            assert call(fourth, "hardware_queues") == expected
         for w in (first, second, third, fourth):
             w.close()
     finally:
@@ -214,6 +223,25 @@ def scripted_worker(script, mode="gpu", reports_compiles=True, hangs=None, check
 
 def call(worker, timeout=30):
     return worker.request("call", {"name": "attention", "args": [], "kwargs": {}, "backward": None}, timeout=timeout)
+
+
+@pytest.mark.parametrize("instructor", [None, "4"])
+def test_a_gpu_worker_asks_for_one_hardware_queue_before_the_driver_opens(instructor, monkeypatch):
+    """CUDA_DEVICE_MAX_CONNECTIONS=1 (worker._one_hardware_queue) is in the environment when torch creates the
+    worker's context (the driver reads it then; a class's contexts start two to three times faster with it), and a
+    number the instructor set wins."""
+    import torch
+    from grader import worker
+    if instructor is None:
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", instructor)
+    seen = []
+    monkeypatch.setattr(worker, "_blocking_sync", lambda: seen.append(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")))
+    monkeypatch.setattr(torch.cuda, "init", lambda: seen.append(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")))
+    monkeypatch.setattr(torch, "empty", lambda *args, **kwargs: None)
+    worker.Session._warm_up_gpu()
+    assert seen == [instructor or "1"] * 2
 
 
 def test_compile_time_is_not_run_time(monkeypatch):
