@@ -202,12 +202,14 @@ def main():
 
     # Longest first, so that the class does not end waiting for a long shard started last: a shard of two students
     # (the crash and the reference after it) before the shards of one, then the slowest lessons (the later ones).
-    tasks = []
+    tasks, students_in = [], {}
     for lesson in courses:
         count_shards = shard_count(courses[lesson], lesson)
-        tasks += [(lesson, i, count_shards) for i in range(count_shards)]
-    tasks.sort(key=lambda task: (len(classroom.shard_students(courses[task[0]], task[0], task[1], task[2])), task[0]),
-               reverse=True)
+        to_grade = classroom.plan(courses[lesson], lesson)[0]  # shard i grades to_grade[i::count] (shard_students)
+        for i in range(count_shards):
+            tasks.append((lesson, i, count_shards))
+            students_in[tasks[-1]] = len(to_grade[i::count_shards])
+    tasks.sort(key=lambda task: (students_in[task], task[0]), reverse=True)
     if not args.cold:  # once per machine and environment (grader/bytecode.py), not a cost of this class
         t0 = time.time()
         for warm_mode in {mode, "interpreter"}:  # gpu mode's memory check runs in the interpreter
