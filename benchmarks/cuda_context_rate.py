@@ -4,15 +4,15 @@
 
 A grading worker is a fork of a zygote that imported torch but never touched CUDA (grader/worker.py); its start is
 the fork, the context (worker._one_hardware_queue and _blocking_sync, torch.cuda.init, a first tensor) and its first
-kernels. This forks K
-such children at once and times each child's start, with every child alive until all have started (in a class the
-workers overlap the same way). If the rate (starts per second over the whole batch) stops growing with K, the
-driver hands out contexts one at a time, and a class is bounded by how many contexts its checks need, not by cores.
+kernels. This forks K such children at once and times each child's start, with every child alive until all have
+started (in a class the workers overlap the same way). If the rate (starts per second over the whole batch) stops
+growing with K, the driver hands out contexts one at a time, and a class is bounded by how many contexts its checks
+need, not by cores.
 
 The workers' settings are the default here (one hardware queue per context); run with an environment variable set
 to compare others, e.g. CUDA_DEVICE_MAX_CONNECTIONS=8 (the driver's own default) or CUDA_MODULE_LOADING=EAGER (every
-module loaded at context creation). `--fork-only` times the
-same children with no CUDA at all (a CPU tensor op instead): what the fork and a first torch call cost by themselves.
+module loaded at context creation). `--fork-only` times the same children with no CUDA at all (a CPU tensor op
+instead): what the fork and a first torch call cost by themselves.
 The cuInit column is the part of a context's time spent opening the driver (cuInit, before any context); the exit
 column is the time from releasing the batch until every child is reaped: the contexts' teardown.
 """

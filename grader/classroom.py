@@ -311,8 +311,14 @@ def shard_dir(course, index):
     return Path(course) / ".shards" / str(index)
 
 
+def shards(course, lesson, count, force=False):
+    """The students each of `count` shards grades: shard i takes every count-th student of the plan from the i-th."""
+    to_grade = plan(course, lesson, force)[0]
+    return [to_grade[index::count] for index in range(count)]
+
+
 def shard_students(course, lesson, index, count, force=False):
-    return plan(course, lesson, force)[0][index::count]
+    return shards(course, lesson, count, force)[index]
 
 
 def _failures(log, course, lesson):

@@ -205,10 +205,9 @@ def main():
     tasks, students_in = [], {}
     for lesson in courses:
         count_shards = shard_count(courses[lesson], lesson)
-        to_grade = classroom.plan(courses[lesson], lesson)[0]  # shard i grades to_grade[i::count] (shard_students)
-        for i in range(count_shards):
+        for i, students in enumerate(classroom.shards(courses[lesson], lesson, count_shards)):
             tasks.append((lesson, i, count_shards))
-            students_in[tasks[-1]] = len(to_grade[i::count_shards])
+            students_in[tasks[-1]] = len(students)
     tasks.sort(key=lambda task: (students_in[task], task[0]), reverse=True)
     if not args.cold:  # once per machine and environment (grader/bytecode.py), not a cost of this class
         t0 = time.time()
