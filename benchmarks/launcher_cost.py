@@ -2,7 +2,7 @@
 
 A submission's checks share their compiled kernels (grader/triton_cache.py: the cubin is found, a compile takes
 milliseconds), but each worker builds its own launcher, the C extension module that Triton compiles with the C
-compiler once per kernel signature, because native code one check wrote must never be loaded by another. The profile
+compiler once per kernel signature (what this measures), because native code one check wrote must never be loaded by another. The profile
 counts that build in the learner's call, not in the compile. This measures it on a GPU machine:
 
     python3 -m benchmarks.launcher_cost [--kernels 6]
@@ -51,15 +51,12 @@ print(json.dumps(rows))
 """
 
 
-def run(kernels, cache, manager):
+def run(program, kernels, cache, manager):
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache), CUDA_DEVICE_MAX_CONNECTIONS="1")
     env.pop("TRITON_CACHE_MANAGER", None)
     if manager:
         env["TRITON_CACHE_MANAGER"] = "triton_cache:SubmissionCache"
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "grader") + os.pathsep + env.get("PYTHONPATH", "")
-    # a file, not `python -c`: @triton.jit reads the kernel's source with inspect
-    program = Path(cache).parent / "launcher_cost_child.py"
-    program.write_text(CHILD)
     done = subprocess.run([sys.executable, str(program), str(kernels)], env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"the probe process failed:\n{done.stderr[-3000:]}")
@@ -72,9 +69,12 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         cache = Path(folder) / "cache"
-        runs = [("1. empty cache (compile + launcher)", run(args.kernels, cache, manager=False)),
-                ("2. kernels cached, launcher private (SubmissionCache)", run(args.kernels, cache, manager=True)),
-                ("3. kernels and launchers cached (Triton's manager)", run(args.kernels, cache, manager=False))]
+        program = Path(folder) / "launcher_cost_child.py"  # a file, not `python -c`: @triton.jit reads its source
+        program.write_text(CHILD)
+        runs = [("1. empty cache (compile + launcher)", run(program, args.kernels, cache, manager=False)),
+                ("2. kernels cached, launcher private (SubmissionCache)",
+                 run(program, args.kernels, cache, manager=True)),
+                ("3. kernels and launchers cached (Triton's manager)", run(program, args.kernels, cache, manager=False))]
     print(f"{args.kernels} kernels of distinct signatures, first launch each, seconds (mean; second launch apart)")
     for name, rows in runs:
         first = sum(r["first"] for r in rows) / len(rows)
