@@ -2,8 +2,8 @@
 
 A submission's checks share their compiled kernels (grader/triton_cache.py: the cubin is found, a compile takes
 milliseconds), but each worker builds its own launcher, the C extension module that Triton compiles with the C
-compiler once per kernel signature (what this measures), because native code one check wrote must never be loaded by another. The profile
-counts that build in the learner's call, not in the compile. This measures it on a GPU machine:
+compiler once per kernel signature (what this measures), because native code one check wrote must never be loaded by
+another. The profile counts that build in the learner's call, not in the compile. This measures it on a GPU machine:
 
     python3 -m benchmarks.launcher_cost [--kernels 6]
 
@@ -74,7 +74,8 @@ def main():
         runs = [("1. empty cache (compile + launcher)", run(program, args.kernels, cache, manager=False)),
                 ("2. kernels cached, launcher private (SubmissionCache)",
                  run(program, args.kernels, cache, manager=True)),
-                ("3. kernels and launchers cached (Triton's manager)", run(program, args.kernels, cache, manager=False))]
+                ("3. kernels and launchers cached (Triton's manager)",
+                 run(program, args.kernels, cache, manager=False))]
     print(f"{args.kernels} kernels of distinct signatures, first launch each, seconds (mean; second launch apart)")
     for name, rows in runs:
         first = sum(r["first"] for r in rows) / len(rows)
