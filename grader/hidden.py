@@ -10,6 +10,7 @@ message, not a traceback through the grader's files.
 import hashlib
 import os
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -48,7 +49,9 @@ def grade(lesson_id, check_id, notebook_path=None):
     first_width = max(90, len(head.group(0)) + 2) if head else 90
     wrapped = "\n   ".join(textwrap.fill(part, first_width if i == 0 else 90, subsequent_indent="   ")
                            for i, part in enumerate(result.message.split("\n")))
+    # one write per result: the kernel sends its stdout in chunks on a timer, and print("✅", wrapped) is four writes,
+    # which a busy machine can split into stream outputs of their own (a "✅" alone, then the message)
+    sys.stdout.write(f"{'✅' if result.passed else '❌'} {wrapped}\n")
+    sys.stdout.flush()
     if not result.passed:
-        print("❌", wrapped)
         raise CheckFailed(text("check_failed", _REPORTS[key].language, check=check_id, points=f"{result.max_points:g}"))
-    print("✅", wrapped)

@@ -86,12 +86,19 @@ def _is_test(cell):
 
 
 def _output_text(cell):
-    parts = []
+    parts, stream = [], None  # stream: the name of the stream that the last part came from
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream":
             text = output.get("text", "")
-            parts.append("".join(text) if isinstance(text, list) else text)
-        elif output.get("output_type") == "error":
+            text = "".join(text) if isinstance(text, list) else text
+            if output.get("name") == stream:  # one stream that the kernel sent in chunks: the chunks join up
+                parts[-1] += text
+            else:
+                parts.append(text)
+            stream = output.get("name")
+            continue
+        stream = None
+        if output.get("output_type") == "error":
             parts.append(output.get("evalue", ""))
         elif output.get("output_type") in ("execute_result", "display_data"):
             text = output.get("data", {}).get("text/plain", "")
