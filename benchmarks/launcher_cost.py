@@ -1,17 +1,18 @@
 """What a check pays at a kernel's first launch when the kernel itself is already in the submission's Triton cache.
 
-A submission's checks share their compiled kernels (grader/triton_cache.py: the cubin is found, a compile takes
-milliseconds), but each worker builds its own launcher, the C extension module that Triton compiles with the C
-compiler once per kernel signature (what this measures), because native code one check wrote must never be loaded by
-another. The profile counts that build in the learner's call, not in the compile. This measures it on a GPU machine:
+A submission's checks share their compiled kernels and their launchers (grader/triton_cache.py). A launcher is the
+C extension module that Triton compiles with the C compiler once per kernel signature; until 2aaf528 each worker
+built its own, so every check paid again for each signature it launched. This measures what that cost on a GPU
+machine, and what sharing leaves:
 
     python3 -m benchmarks.launcher_cost [--kernels 6]
 
-Three fresh processes, one after another, each launching the same `kernels` kernels of distinct signatures once:
+Three fresh processes, one after another, each launching the same `kernels` kernels of distinct signatures once,
+all with the grader's cache manager (triton_cache.SubmissionCache):
 1. an empty cache: compile and launcher built (what a submission's first check pays);
-2. the cache of 1 through SubmissionCache (grader/triton_cache.py): kernels found, launchers built again in the
-   worker's private folder (what every later check of that submission pays, per signature it launches);
-3. the cache of 1 with Triton's own manager: kernels and launchers found (what a shared launcher would cost).
+2. the cache of 1 with its launchers removed: kernels found, launchers built again (what every later check paid
+   per signature while launchers were private to a worker);
+3. the cache of 2, whole: kernels and launchers found (what a later check pays now).
 """
 import argparse
 import json
@@ -51,12 +52,11 @@ print(json.dumps(rows))
 """
 
 
-def run(program, kernels, cache, manager):
-    env = dict(os.environ, TRITON_CACHE_DIR=str(cache), CUDA_DEVICE_MAX_CONNECTIONS="1")
-    env.pop("TRITON_CACHE_MANAGER", None)
-    if manager:
-        env["TRITON_CACHE_MANAGER"] = "triton_cache:SubmissionCache"
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "grader") + os.pathsep + env.get("PYTHONPATH", "")
+def run(program, kernels, cache):
+    grader = str(Path(__file__).resolve().parents[1] / "grader")
+    env = dict(os.environ, TRITON_CACHE_DIR=str(cache), CUDA_DEVICE_MAX_CONNECTIONS="1",
+               TRITON_CACHE_MANAGER="triton_cache:SubmissionCache",
+               PYTHONPATH=grader + os.pathsep + os.environ.get("PYTHONPATH", ""))
     done = subprocess.run([sys.executable, str(program), str(kernels)], env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"the probe process failed:\n{done.stderr[-3000:]}")
@@ -71,11 +71,12 @@ def main():
         cache = Path(folder) / "cache"
         program = Path(folder) / "launcher_cost_child.py"  # a file, not `python -c`: @triton.jit reads its source
         program.write_text(CHILD)
-        runs = [("1. empty cache (compile + launcher)", run(program, args.kernels, cache, manager=False)),
-                ("2. kernels cached, launcher private (SubmissionCache)",
-                 run(program, args.kernels, cache, manager=True)),
-                ("3. kernels and launchers cached (Triton's manager)",
-                 run(program, args.kernels, cache, manager=False))]
+        runs = [("1. empty cache (compile + launcher)", run(program, args.kernels, cache))]
+        launchers = list(cache.glob("*/__triton_launcher*"))
+        for launcher in launchers:
+            launcher.unlink()
+        runs.append((f"2. kernels cached, {len(launchers)} launchers removed", run(program, args.kernels, cache)))
+        runs.append(("3. kernels and launchers cached", run(program, args.kernels, cache)))
     print(f"{args.kernels} kernels of distinct signatures, first launch each, seconds (mean; second launch apart)")
     for name, rows in runs:
         first = sum(r["first"] for r in rows) / len(rows)

@@ -1,13 +1,19 @@
 """The Triton cache of a submission's workers (TRITON_CACHE_MANAGER=triton_cache:SubmissionCache, set by
 grader/sandbox.py for every worker that runs student code). Lives beside worker.py in the sandbox, read-only there.
 
-- A compiled kernel (its IR, PTX, cubin and metadata) goes to the submission's own cache, which all the checks of that
-  submission share: the checks run side by side, and when two of them need the same kernel the second waits for the
-  first's compile (a lock file per kernel) instead of compiling it again. What is there is the submission's own code,
-  compiled; it runs on the GPU, never in the judge, and no other submission and no reference worker ever sees it.
-- A Python extension module that Triton builds with the C compiler (its driver helpers, a launcher per kernel
-  signature) is loaded into the worker as native code, so one check must never load one that another check could have
-  written: each worker builds its own, in a folder of its own, and keeps it to itself.
+All the checks of one submission share its cache, and no other submission and no reference worker ever sees it:
+- a compiled kernel (its IR, PTX, cubin and metadata), which runs on the GPU;
+- a kernel signature's launcher, the Python extension module that Triton builds with the C compiler (about half a
+  second) and loads into the worker that launches a kernel of that signature. Shared, because every check of a
+  submission would otherwise build again each one it launches. A launcher one check built can be loaded by another
+  check of the same submission, and that gives the submission nothing it lacks: a worker that launches kernels
+  runs the submission's own code, which can load any native code it likes (ctypes).
+Triton's driver helpers, the other extension modules it builds, stay in the process that built them: the zygote
+(grader/processes.py) loads them before it forks, and it runs no student code, so it must never load a module
+that a worker could have written.
+
+The checks run side by side, so when two of them need the same kernel or launcher, the second waits for the first to
+build it (a lock file per cache entry) instead of building it again.
 """
 import fcntl
 import os
@@ -15,7 +21,16 @@ import tempfile
 
 from triton.runtime.cache import FileCacheManager
 
-_PRIVATE = {}  # pid -> this process's folder for native modules (a fork gets a new one)
+LAUNCHER = "__triton_launcher"  # the module name Triton's launchers are built under (driver.CudaLauncher)
+_PRIVATE = {}  # pid -> this process's folder for the other native modules (a fork gets a new one)
+
+
+def _native(filename):
+    return filename.endswith(".so")  # an extension module: EXT_SUFFIX ends so on Linux
+
+
+def _private(filename):
+    return _native(filename) and not filename.startswith(LAUNCHER)
 
 
 def _private_dir():
@@ -29,45 +44,60 @@ class SubmissionCache(FileCacheManager):
     def __init__(self, key, override=False, dump=False):
         super().__init__(key, override, dump)
         self.shared_dir = self.cache_dir
-        self.compiling = None  # the lock file held while this process compiles the kernel of this key
-
-    def _native(self, filename):
-        return filename.endswith(".so")  # an extension module: EXT_SUFFIX ends so on Linux
+        self.building = None  # the lock file held while this process builds the entry of this key
 
     def _make_path(self, filename):
-        if self._native(filename):
+        if _private(filename):
             folder = os.path.join(_private_dir(), self.key)
             os.makedirs(folder, exist_ok=True)
             return os.path.join(folder, filename)
         return os.path.join(self.shared_dir, filename)
 
-    def put(self, data, filename, binary=True):
-        if not self._native(filename):
-            return super().put(data, filename, binary)
-        path = self._make_path(filename)
-        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-        return path
+    def _found_or_claimed(self, look):
+        """look() (the entry's files), or None when this process must build the entry: then it holds the entry's
+        lock until it puts what it built, and any other worker that looks for the same entry waits for it here."""
+        found = look()
+        if found is not None or self.building is not None:
+            return found
+        lock = open(os.path.join(self.shared_dir, "building.lock"), "w")
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released by the put, or when this process ends (a failed build)
+        found = look()
+        if found is not None:  # built by another worker while this one waited
+            lock.close()
+            return found
+        self.building = lock
+        return None
+
+    def _built(self):
+        if self.building is not None:
+            self.building.close()
+            self.building = None
 
     def get_group(self, filename):
-        """A kernel's files, or None when this process must compile it: then it holds the kernel's lock until its
-        put_group, and any other worker asking for the same kernel waits for it here."""
-        group = super().get_group(filename)
-        if group is not None or self.compiling is not None:
-            return group
-        lock = open(os.path.join(self.shared_dir, "compiling.lock"), "w")
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released by put_group, or when this process ends (a failed compile)
-        group = super().get_group(filename)
-        if group is not None:  # compiled by another worker while this one waited
-            lock.close()
-            return group
-        self.compiling = lock
-        return None
+        """A kernel's files (Triton asks for them before it compiles the kernel)."""
+        return self._found_or_claimed(lambda: super(SubmissionCache, self).get_group(filename))
 
     def put_group(self, filename, group):
         try:
             return super().put_group(filename, group)
         finally:
-            if self.compiling is not None:
-                self.compiling.close()
-                self.compiling = None
+            self._built()
+
+    def get_file(self, filename):
+        """A launcher is asked for by name before Triton builds it, and then put: the same lock covers it. A kernel's
+        own files are asked for one by one while its group is read, and a private module is this process's: no lock."""
+        if not _native(filename) or _private(filename):
+            return super().get_file(filename)
+        return self._found_or_claimed(lambda: super(SubmissionCache, self).get_file(filename))
+
+    def put(self, data, filename, binary=True):
+        if _private(filename):
+            path = self._make_path(filename)
+            with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+                f.write(data)
+            return path
+        try:
+            return super().put(data, filename, binary)
+        finally:
+            if _native(filename):
+                self._built()

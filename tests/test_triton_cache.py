@@ -58,36 +58,44 @@ def test_checks_that_need_the_same_kernel_at_once_compile_it_once(tmp_path):
 
 
 NATIVE = textwrap.dedent('''
-    import os, sys
+    import sys, time
     sys.path.insert(0, sys.argv[1])
     from triton_cache import SubmissionCache
+    launcher = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
+    helper = "cuda_utils.cpython-311-x86_64-linux-gnu.so"  # one of Triton's driver helpers: the zygote loads them
     cache = SubmissionCache("0123abcd")
-    name = "__triton_launcher.cpython-311-x86_64-linux-gnu.so"
-    if sys.argv[2] == "plant":
-        path = cache.put(b"native code a later check would load", name)
-        shared = cache.put("a kernel's metadata", "kernel.json", binary=False)
-        print(path, shared, cache.get_file(name) == path)
+    if sys.argv[2] == "build":  # what triton.runtime.build.compile_module_from_src does: look, build, put
+        assert cache.get_file(launcher) is None
+        print("claimed", flush=True)
+        time.sleep(1.5)  # the C compiler
+        print(cache.put(b"a launcher", launcher), cache.put(b"a driver helper", helper),
+              cache.get_file(helper), flush=True)
     else:
-        print(cache.get_file(name), cache.get_file("kernel.json"))
+        started = time.monotonic()
+        found = cache.get_file(launcher)
+        print(found, round(time.monotonic() - started, 2), cache.get_file(helper))
 ''')
 
 
-def test_native_modules_stay_in_the_process_that_built_them(tmp_path):
-    """A launcher or driver helper is native code loaded into the worker: one check's must never be loaded by
-    another check, whatever the first wrote; a kernel's compiled files are shared."""
+def test_a_launcher_is_built_once_per_submission_and_a_driver_helper_stays_private(tmp_path):
+    """A kernel signature's launcher (native code that Triton builds with the C compiler) is shared by the checks
+    of a submission, like its kernels: a check that asks for it while another builds it waits and loads that one.
+    A driver helper never leaves the process that built it: the zygote loads those, and it runs no student code."""
     script = tmp_path / "native.py"
     script.write_text(NATIVE)
     env = {"PATH": "/usr/bin:/bin", "TRITON_CACHE_DIR": str(tmp_path / "cache"), "HOME": str(tmp_path)}
-
-    def run(what):
-        done = subprocess.run([sys.executable, str(script), str(ROOT / "grader"), what], env=env, capture_output=True,
-                              text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout.split()
-    planted, shared, found_again = run("plant")
-    assert found_again == "True" and not planted.startswith(str(tmp_path / "cache"))
-    native, kernel = run("read")
-    assert native == "None" and kernel == shared
+    command = [sys.executable, str(script), str(ROOT / "grader")]
+    builder = subprocess.Popen(command + ["build"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert builder.stdout.readline().strip() == "claimed", builder.stderr.read()[-2000:]
+    reader = subprocess.run(command + ["read"], env=env, capture_output=True, text=True, timeout=120)
+    built, _ = builder.communicate(timeout=120)
+    assert builder.returncode == 0 and reader.returncode == 0, reader.stderr[-2000:]
+    launcher, helper, helper_found = built.split()
+    assert launcher.startswith(str(tmp_path / "cache")) and helper_found == helper
+    assert not helper.startswith(str(tmp_path / "cache")), helper
+    found, waited, other_helper = reader.stdout.split()
+    assert found == launcher and float(waited) >= 0.5, reader.stdout  # it waited for the build, then loaded it
+    assert other_helper == "None", reader.stdout
 
 
 def test_the_reference_cache_is_hidden_from_every_submission_sandbox(tmp_path, monkeypatch):
